@@ -1,0 +1,121 @@
+"""python -m minispec.bench -- measured speedup against theory, on held-out standard-library code.
+
+For each temperature and gamma, every prompt is decoded autoregressively and speculatively back
+to back in this process, and the speedup is the median of these paired ratios (the machine is
+noisy; ratios from the same moment are not). Theory predicts the speedup from what was measured:
+alpha (from the fraction of drafts kept), c = draft step / target step, and v = the cost of one
+target call on gamma + 1 tokens relative to one on a single token:
+    predicted = (1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + v)
+Writes figures/bench.md and figures/speedup.png.
+"""
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from . import generate, load_model, speculative_generate
+from .theory import alpha_from_acceptance, expected_tokens
+from .train import corpus_files
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def bench_prompts(n=8, length=128):
+    """n prompts of `length` bytes from the held-out files, each starting at a line start."""
+    files = corpus_files()[1]
+    prompts = []
+    for i in range(n):
+        data = files[i % len(files)].read_bytes()
+        start = data.index(b"\n", len(data) * (1 + i // len(files)) // 4) + 1
+        prompts.append(list(data[start:start + length]))
+    return prompts
+
+
+@torch.inference_mode()
+def step_cost(model, k, context=128, reps=60):
+    """Median seconds of one cached forward over k new tokens after `context` cached ones."""
+    cache, times = model.new_cache(), []
+    model(torch.zeros(1, context, dtype=torch.long), cache)
+    x = torch.zeros(1, k, dtype=torch.long)
+    for _ in range(reps):
+        t = time.perf_counter()
+        model(x, cache)
+        times.append(time.perf_counter() - t)
+        cache.crop(context)
+    return statistics.median(times[5:])
+
+
+def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES):
+    target, draft = load_model("target"), load_model("draft")
+    prompts = bench_prompts(n_prompts)
+    t1 = step_cost(target, 1)
+    c = step_cost(draft, 1) / t1
+    v = {g: step_cost(target, g + 1) / t1 for g in gammas}
+    print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}; verify cost v(gamma+1): "
+          + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
+    generate(target, prompts[0], 16)  # warm up
+    rows = []
+    head = "| temp | gamma | acceptance | tokens/call | speedup (median) | predicted | pred/meas |"
+    print(head)
+    for temp in temperatures:
+        for g in gammas:
+            ratios, kept, drafted, calls, toks = [], 0, 0, 0, 0
+            for i, ids in enumerate(prompts):
+                kw = dict(max_new_tokens=max_new_tokens, temperature=temp, seed=i)
+                ar = generate(target, ids, **kw)
+                sp = speculative_generate(target, draft, ids, gamma=g, **kw)
+                ratios.append(ar.stats["wall_time"] / sp.stats["wall_time"])
+                kept += sum(s.accepted for s in sp.steps)
+                drafted += sp.stats["drafted"]
+                calls += sp.stats["target_calls"]
+                toks += len(sp.tokens)
+            acc = kept / drafted
+            alpha = alpha_from_acceptance(acc, g)
+            pred = expected_tokens(alpha, g) / (g * c + v[g])
+            meas = statistics.median(ratios)
+            rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls, speedup=meas,
+                             predicted=pred))
+            print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {meas:.2f}x | {pred:.2f}x | {pred / meas:.2f} |",
+                  flush=True)
+    out.mkdir(exist_ok=True)
+    lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; {n_prompts} held-out prompts, {max_new_tokens} new tokens.",
+             "", head, "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | "
+              f"{r['speedup']:.2f}x | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    plot(rows, out / "speedup.png")
+    return rows
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for temp, color in zip(sorted({r["temp"] for r in rows}), ("C0", "C3")):
+        rs = [r for r in rows if r["temp"] == temp]
+        ax.plot([r["gamma"] for r in rs], [r["speedup"] for r in rs], "o-", color=color, label=f"measured, T={temp}")
+        ax.plot([r["gamma"] for r in rs], [r["predicted"] for r in rs], "--", color=color, label=f"theory, T={temp}")
+    ax.axhline(1, color="gray", lw=0.8)
+    ax.set(xlabel="gamma (drafted tokens per target call)", ylabel="speedup vs autoregressive",
+           title="Speculative decoding, shipped target + draft (CPU)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=100)
+    args = ap.parse_args(argv)
+    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens)
+
+
+if __name__ == "__main__":
+    main()

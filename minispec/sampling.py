@@ -1,0 +1,49 @@
+"""From logits to a distribution to a token: temperature, top-k, top-p, explicit generators.
+
+Speculative sampling is lossless only if the draft token really was drawn from the `q` that the
+verifier sees. So one function, `probs`, turns logits into the distribution that is sampled
+from, and it is applied identically to the target (p) and the draft (q).
+
+Temperature 0 means greedy: the distribution is one-hot on the argmax (ties: the lowest id).
+"""
+import torch
+import torch.nn.functional as F
+
+
+def check_sampling_args(temperature=1.0, top_k=None, top_p=None):
+    if temperature is None or temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
+
+
+def probs(logits, temperature=1.0, top_k=None, top_p=None):
+    """Logits (..., V) -> the warped next-token distribution (..., V), rows summing to 1.
+
+    Order as in Hugging Face: temperature, then top-k (keep the k largest logits), then top-p
+    (keep the smallest set of most likely tokens whose mass reaches top_p).
+    Example: probs(torch.tensor([0., 1., 2.]), temperature=0) -> tensor([0., 0., 1.])
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    logits = logits.float()
+    if temperature == 0:
+        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    p = F.softmax(logits, dim=-1)
+    if top_p is not None and top_p < 1:
+        sorted_p, order = torch.sort(p, dim=-1, descending=True)
+        mass_before = sorted_p.cumsum(-1) - sorted_p  # mass of the strictly more likely tokens
+        drop = (mass_before >= top_p).scatter(-1, order, mass_before >= top_p)  # back to vocab order
+        p = p.masked_fill(drop, 0.0)
+        p = p / p.sum(-1, keepdim=True)
+    return p
+
+
+def sample(p, generator=None):
+    """Draw one token id from a distribution p (V,) using an explicit torch.Generator."""
+    return int(torch.multinomial(p, 1, generator=generator))

@@ -1,0 +1,52 @@
+"""Closed forms of speculative decoding (Leviathan et al. 2023, section 3; survey section 2).
+
+alpha    expected acceptance of one drafted token: alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)
+gamma    drafted tokens per target call
+c        cost of one draft step divided by the cost of one target step
+v        cost of one target call on gamma + 1 tokens divided by one on 1 token (1 if free)
+
+If each drafted token is kept independently with probability alpha, the number kept is a
+truncated geometric variable, and each target call yields that many tokens plus one:
+    E[tokens per target call] = (1 - alpha^(gamma + 1)) / (1 - alpha)
+    speedup = E[tokens per target call] / (gamma * c + v)
+"""
+import torch
+
+
+def tv_distance(p, q):
+    """Total variation distance 0.5 * sum |p - q| (over the last dimension)."""
+    return 0.5 * (p - q).abs().sum(-1)
+
+
+def acceptance_rate(p, q):
+    """alpha = sum min(p, q) = 1 - TV(p, q): the chance a token drawn from q is kept."""
+    return torch.minimum(p, q).sum(-1)
+
+
+def expected_tokens(alpha, gamma):
+    """Expected tokens per target call: (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1."""
+    return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def accepted_pmf(alpha, gamma):
+    """P(n drafted tokens kept), n = 0..gamma: alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
+    return [alpha ** n * (1 - alpha) for n in range(gamma)] + [alpha ** gamma]
+
+
+def alpha_from_acceptance(rate, gamma):
+    """Invert the measured fraction of drafts kept, E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # bisection: the fraction grows with alpha
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, gamma + 1)) / gamma < rate else (lo, mid)
+    return (lo + hi) / 2
+
+
+def speedup(alpha, gamma, c, v=1.0):
+    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
+    return expected_tokens(alpha, gamma) / (gamma * c + v)
+
+
+def best_gamma(alpha, c, max_gamma=16, v=None):
+    """The gamma in 1..max_gamma with the highest speedup; v(gamma) gives the verify cost (default 1)."""
+    return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))

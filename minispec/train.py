@@ -1,0 +1,133 @@
+"""Train the shipped byte-level models on the Python standard library's own source.
+
+    python -m minispec.train --model target    # 6 layers, d=256, early-exit loss
+    python -m minispec.train --model draft     # 1 layer,  d=128
+
+The corpus is every `.py` file of the running Python's standard library except tests: it is on
+every machine, needs no download, and is code, where speculative decoding shines. A fixed list
+of files is held out for evaluation and for the benchmark prompts.
+
+Early-exit loss (LayerSkip, Elhoushi et al. 2024): the logits after *every* block, through the
+shared final LayerNorm and head, are trained to predict the next byte,
+    loss = CE(exit_N) + sum_{l<N} (l / N) * CE(exit_l) / (N - 1),
+so that the first few layers of the target can later draft for the full model (notebook 06).
+"""
+import argparse
+import math
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .model import GPT, GPTConfig, WEIGHTS_DIR, save_model
+
+HELD_OUT = ("textwrap.py", "fractions.py", "heapq.py", "statistics.py", "shlex.py", "calendar.py")
+PRESETS = {
+    "target": dict(n_layer=6, n_head=8, n_embd=256, steps=3000, batch_size=8, lr=1.5e-3, early_exit=True),
+    "draft": dict(n_layer=1, n_head=4, n_embd=128, steps=2000, batch_size=16, lr=3e-3, early_exit=False),
+}
+
+
+def corpus_files():
+    """(train files, held-out files) of the standard library, sorted, tests excluded."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+    files = sorted(p for p in root.rglob("*.py")
+                   if not skip & set(p.relative_to(root).parts[:-1]) and not p.name.startswith("test_"))
+    held = [p for p in files if p.parent == root and p.name in HELD_OUT]
+    return [p for p in files if p not in held], held
+
+
+def load_bytes(files):
+    return torch.tensor(list(b"".join(p.read_bytes() + b"\n\n" for p in files)), dtype=torch.long)
+
+
+def get_batch(data, batch_size, block_size, generator):
+    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
+    x = torch.stack([data[i:i + block_size] for i in ix])
+    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
+    return x, y
+
+
+def early_exit_loss(exits, y):
+    """Final-layer cross-entropy plus the earlier exits, weighted l / N (deeper exits count more)."""
+    N = len(exits)
+    ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
+    extra = sum(l / N * ce[l - 1] for l in range(1, N)) / max(N - 1, 1)
+    return ce[-1] + extra, ce
+
+
+@torch.no_grad()
+def bits_per_byte(model, data, block_size=256, max_windows=64):
+    """Held-out bits per byte of every exit (last entry: the full model), non-overlapping windows."""
+    model.eval()
+    n = min(max_windows, (len(data) - 1) // block_size)
+    totals = torch.zeros(model.config.n_layer)
+    for w in range(n):
+        x = data[w * block_size:(w + 1) * block_size][None]
+        y = data[w * block_size + 1:(w + 1) * block_size + 1]
+        for l, logits in enumerate(model(x, all_exits=True)):
+            totals[l] += F.cross_entropy(logits[0], y)
+    return (totals / n / math.log(2)).tolist()
+
+
+def train(name, n_layer, n_head, n_embd, steps, batch_size, lr, early_exit, block_size=256,
+          seed=0, out=None, log_every=None):
+    torch.manual_seed(seed)
+    train_files, held_files = corpus_files()
+    data, held = load_bytes(train_files), load_bytes(held_files)
+    print(f"corpus: {len(train_files)} files, {len(data)/1e6:.1f}M bytes; held out {len(held)/1e3:.0f}K bytes")
+    model = GPT(GPTConfig(256, block_size, n_layer, n_head, n_embd))
+    print(f"{name}: {sum(p.numel() for p in model.parameters())/1e6:.2f}M parameters")
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95))
+    g = torch.Generator().manual_seed(seed)
+    out = Path(out or WEIGHTS_DIR / f"{name}.pt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    warmup, t0 = max(1, min(100, steps // 10)), time.time()
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:  # linear warmup, then cosine decay to lr / 10
+            frac = max(0.0, (step - warmup) / max(1, steps - warmup))
+            group["lr"] = lr * min(1.0, step / warmup) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+        model.train()
+        x, y = get_batch(data, batch_size, block_size, g)
+        exits = model(x, all_exits=True)
+        loss, ce = early_exit_loss(exits, y) if early_exit else (F.cross_entropy(exits[-1].flatten(0, 1), y.flatten()), None)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % (log_every or max(1, steps // 60)) == 0 or step == steps:
+            tps = step * batch_size * block_size / (time.time() - t0)
+            final = (ce[-1] if ce else loss).item() / math.log(2)
+            print(f"step {step}/{steps}  loss {loss.item():.3f}  final-exit {final:.3f} bits/byte  {tps:.0f} tok/s", flush=True)
+        if step % 500 == 0 and step < steps:  # a checkpoint to look at while training goes on
+            save_model(model.eval(), out, steps=step, partial=True)
+    bpb = bits_per_byte(model, held, block_size)
+    print("held-out bits/byte per exit:", " ".join(f"{b:.3f}" for b in bpb))
+    save_model(model.eval(), out, steps=steps, batch_size=batch_size, block_size=block_size, lr=lr,
+               early_exit=early_exit, seed=seed, held_out_bits_per_byte=bpb,
+               train_seconds=round(time.time() - t0), held_out_files=list(HELD_OUT))
+    print(f"saved {out}")
+    return model, bpb
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Train a minispec model on the standard library's source.")
+    ap.add_argument("--model", choices=sorted(PRESETS), required=True)
+    ap.add_argument("--steps", type=int, help="override the preset's number of steps")
+    ap.add_argument("--out", help="where to save (default: minispec/weights/<model>.pt)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    cfg = dict(PRESETS[args.model])
+    if args.steps:
+        cfg["steps"] = args.steps
+    train(args.model, seed=args.seed, out=args.out, **cfg)
+
+
+if __name__ == "__main__":
+    main()
