@@ -25,7 +25,7 @@ from .model import GPT, GPTConfig, WEIGHTS_DIR, save_model
 
 HELD_OUT = ("textwrap.py", "fractions.py", "heapq.py", "statistics.py", "shlex.py", "calendar.py")
 PRESETS = {
-    "target": dict(n_layer=6, n_head=8, n_embd=256, steps=3000, batch_size=8, lr=1.5e-3, early_exit=True),
+    "target": dict(n_layer=6, n_head=8, n_embd=256, steps=2600, batch_size=8, lr=1.5e-3, early_exit=True),
     "draft": dict(n_layer=1, n_head=4, n_embd=128, steps=2000, batch_size=16, lr=3e-3, early_exit=False),
 }
 
