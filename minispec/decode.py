@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .adaptive import as_policy
 from .drafters import Drafter, ModelDrafter
 from .model import GPT
 from .sampling import check_sampling_args, probs, sample
@@ -97,9 +98,9 @@ def speculative_generate(target, draft, ids, max_new_tokens=64, gamma=4, tempera
 
     temperature 0: greedy verification, output identical to generate(target, ...).
     temperature > 0: lossless rejection sampling, output distributed exactly as generate's.
+    gamma: an int, or a draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     """
-    if int(gamma) != gamma or gamma < 1:
-        raise ValueError(f"gamma (draft length) must be an integer >= 1, got {gamma}")
+    policy = as_policy(gamma)  # an int gamma < 1 raises ValueError here
     if isinstance(draft, GPT):
         draft = ModelDrafter(draft)
     if not isinstance(draft, Drafter):
@@ -109,12 +110,14 @@ def speculative_generate(target, draft, ids, max_new_tokens=64, gamma=4, tempera
     ids = _prepare(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
     g = torch.Generator().manual_seed(seed)
     draft.reset()
+    policy.reset()
     calls0 = getattr(draft, "calls", 0)
     cache, context, steps, t0 = target.new_cache(), list(ids), [], time.perf_counter()
     produced = lambda: len(context) - len(ids)
     while produced() < max_new_tokens and (eos_token is None or eos_token not in context[len(ids):]):
-        k = min(gamma, max_new_tokens - produced() - 1)  # the round adds up to k + 1 tokens
-        drafted, q = draft.propose(context, k, temperature, top_k, top_p, g) if k > 0 else ([], None)
+        k = min(policy.gamma, max_new_tokens - produced() - 1)  # the round adds up to k + 1 tokens
+        no_draft = ([], torch.zeros(0, target.config.vocab_size))  # the last token: nothing to draft
+        drafted, q = draft.propose(context, k, temperature, top_k, top_p, g) if k > 0 else no_draft
         drafted = drafted[:k]
         # one target call over the uncached context and every drafted token: p_1..p_{n+1}
         logits = target(torch.tensor([context[cache.length:] + drafted]), cache)[0]  # (T, V)
@@ -131,6 +134,7 @@ def speculative_generate(target, draft, ids, max_new_tokens=64, gamma=4, tempera
         cache.crop(committed)
         draft.rollback(committed)
         steps.append(Step(drafted, n, tok, ratios))
+        policy.update(steps[-1])
     wall = time.perf_counter() - t0
     tokens = _stop(context[len(ids):], max_new_tokens, eos_token)
     drafted = sum(len(s.drafted) for s in steps)

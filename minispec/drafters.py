@@ -5,8 +5,16 @@ each, the distribution q it was drawn from, shape (n, V). Speculative sampling i
 *any* q as long as the token really was drawn from it; a deterministic drafter (prompt lookup,
 greedy) has a one-hot q. After verification, `rollback(n)` says that only the first n tokens of
 the context it last saw are still valid, so a drafter with a cache can crop it.
+
+Kinds here (survey section 2.1.1):
+  * ModelDrafter: a small GPT drafting autoregressively (the classic setup). Wrap the shipped
+    `draft`, or `draft_distilled`, the same network distilled on the target's own distribution
+    (DistillSpec, Zhou et al. 2024; reproduce with `python -m minispec.train --distill`).
+  * PromptLookupDrafter: no model at all (Saxena 2023). Find the last n tokens earlier in the
+    context and propose what followed them there; strong on code, which repeats itself.
 """
 import torch
+import torch.nn.functional as F
 
 from .sampling import probs, sample
 
@@ -56,3 +64,38 @@ class ModelDrafter(Drafter):
     def rollback(self, n):
         if self.cache is not None:
             self.cache.crop(min(n, self.cache.length))
+
+
+class PromptLookupDrafter(Drafter):
+    """Prompt lookup decoding: match the context's last n-gram earlier in the context, copy what followed.
+
+    The longest n in [min_n, max_n] with a match wins, and its most recent occurrence is proposed.
+    The copy may run into its own output (as in LZ77), so a repeating pattern continues periodically.
+    The proposal is deterministic, so q is one-hot on it: a valid q, and verification stays lossless.
+    Example: PromptLookupDrafter(max_n=2).propose([5, 6, 7, 8, 5, 6], 3)[0] == [7, 8, 5]
+    """
+
+    def __init__(self, max_n=3, min_n=1, vocab_size=256):
+        if int(min_n) != min_n or not 1 <= min_n <= max_n:
+            raise ValueError(f"need integers 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
+        self.max_n, self.min_n, self.vocab_size = int(max_n), int(min_n), vocab_size
+
+    def matches(self, context, gamma):
+        """All distinct continuations (gamma tokens) of the longest matching n-gram, most recent first."""
+        context = list(context)
+        for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
+            tail, found = context[-n:], []
+            for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
+                if context[i:i + n] == tail:
+                    buf = context[:]
+                    for j in range(gamma):  # copy forward; past the end, copy the copy
+                        buf.append(buf[i + n + j])
+                    if buf[len(context):] not in found:
+                        found.append(buf[len(context):])
+            if found:
+                return found
+        return []  # no match (or context shorter than min_n + 1): propose nothing
+    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        found = self.matches(context, gamma)
+        tokens = found[0] if found else []
+        return tokens, F.one_hot(torch.tensor(tokens, dtype=torch.long), self.vocab_size).float()  # (n, V)

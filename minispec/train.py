@@ -2,6 +2,7 @@
 
     python -m minispec.train --model target    # 6 layers, d=256, early-exit loss
     python -m minispec.train --model draft     # 1 layer,  d=128
+    python -m minispec.train --distill         # the draft, distilled on the target (draft_distilled.pt)
 
 The corpus is every `.py` file of the running Python's standard library except tests: it is on
 every machine, needs no download, and is code, where speculative decoding shines. A fixed list
@@ -21,11 +22,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .model import GPT, GPTConfig, WEIGHTS_DIR, save_model
+from .model import GPT, GPTConfig, WEIGHTS_DIR, load_model, save_model
 
 HELD_OUT = ("textwrap.py", "fractions.py", "heapq.py", "statistics.py", "shlex.py", "calendar.py")
 PRESETS = {
-    "target": dict(n_layer=6, n_head=8, n_embd=256, steps=2600, batch_size=8, lr=1.5e-3, early_exit=True),
+    "target": dict(n_layer=6, n_head=8, n_embd=256, steps=1500, batch_size=8, lr=1.5e-3, early_exit=True),
     "draft": dict(n_layer=1, n_head=4, n_embd=128, steps=2000, batch_size=16, lr=3e-3, early_exit=False),
 }
 
@@ -116,13 +117,64 @@ def train(name, n_layer, n_head, n_embd, steps, batch_size, lr, early_exit, bloc
     return model, bpb
 
 
+@torch.no_grad()
+def agreement(teacher, student, data, block_size=128, windows=32):
+    """Held-out (top-1 agreement, 1 - TV): greedy and sampled acceptance proxies of student vs teacher."""
+    x = torch.stack([data[w * block_size:(w + 1) * block_size] for w in range(windows)])  # (B, T)
+    p, q = F.softmax(teacher(x), -1), F.softmax(student(x), -1)  # (B, T, V)
+    top1 = (p.argmax(-1) == q.argmax(-1)).float().mean().item()
+    return top1, 1 - 0.5 * (p - q).abs().sum(-1).mean().item()
+
+
+def distill(teacher="target", student="draft", steps=300, batch_size=16, block_size=128, lr=1e-3, seed=0, out=None):
+    """DistillSpec-style (Zhou et al. 2024): train the draft on the target's own distribution.
+
+    Start from the shipped draft and minimise KL(p || q) between the target's next-byte
+    distribution p and the draft's q at every position of corpus windows: q moves toward p, so
+    alpha = 1 - TV(p, q) (sampling) and the argmax agreement (greedy) go up.
+    """
+    torch.manual_seed(seed)
+    train_files, held_files = corpus_files()
+    data, held = load_bytes(train_files), load_bytes(held_files)
+    teacher, model = load_model(teacher), load_model(student)
+    before = agreement(teacher, model, held)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    g, t0 = torch.Generator().manual_seed(seed), time.time()
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:  # short warmup, then linear decay
+            group["lr"] = lr * min(1.0, step / 20) * (1 - step / (steps + 1))
+        x, _ = get_batch(data, batch_size, block_size, g)
+        with torch.no_grad():
+            log_p = F.log_softmax(teacher(x), -1)  # (B, T, V)
+        log_q = F.log_softmax(model.train()(x), -1)  # (B, T, V)
+        loss = F.kl_div(log_q.flatten(0, 1), log_p.flatten(0, 1), log_target=True, reduction="batchmean")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % max(1, steps // 10) == 0:
+            print(f"step {step}/{steps}  KL(p||q) {loss.item():.3f} nats  {time.time() - t0:.0f}s", flush=True)
+    after = agreement(teacher, model.eval(), held)
+    print(f"held-out top-1 agreement {before[0]:.3f} -> {after[0]:.3f}, 1 - TV {before[1]:.3f} -> {after[1]:.3f}")
+    out = Path(out or WEIGHTS_DIR / "draft_distilled.pt")
+    save_model(model, out, distilled_from=teacher, student=student, steps=steps, batch_size=batch_size,
+               block_size=block_size, lr=lr, seed=seed, agreement_before=before, agreement_after=after,
+               train_seconds=round(time.time() - t0))
+    print(f"saved {out}")
+    return model, before, after
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Train a minispec model on the standard library's source.")
-    ap.add_argument("--model", choices=sorted(PRESETS), required=True)
+    ap.add_argument("--model", choices=sorted(PRESETS))
+    ap.add_argument("--distill", action="store_true", help="distill the draft on the target (DistillSpec)")
     ap.add_argument("--steps", type=int, help="override the preset's number of steps")
     ap.add_argument("--out", help="where to save (default: minispec/weights/<model>.pt)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.distill:
+        return distill(steps=args.steps or 300, seed=args.seed, out=args.out)
+    if args.model is None:
+        ap.error("give --model or --distill")
     cfg = dict(PRESETS[args.model])
     if args.steps:
         cfg["steps"] = args.steps

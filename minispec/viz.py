@@ -1,16 +1,22 @@
 """Seeing speculative decoding: which drafted tokens did the target keep, and what did it add?
 
-Every round of `speculative_generate` leaves a Step record. `trace_segments` turns them into
-(text, kind) pieces with kind one of
-    accepted    a drafted token the target kept
-    rejected    a drafted token the target threw away (shown struck through)
-    correction  the target's own token after a rejection
-    bonus       the target's free extra token after a fully accepted draft
-which `ansi_trace` (terminal) and `html_trace` (notebook) color in the same way.
+Every round of `speculative_generate` leaves a Step record; `trace_segments` turns them into
+(text, kind) pieces: accepted (a kept draft), rejected (a discarded draft, struck through),
+correction (the target's token after a rejection), bonus (its free token after a fully kept draft),
+colored alike by `ansi_trace` (terminal), `html_trace` (notebook) and `plot_trace` (figure).
+Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
 """
 import html
+from itertools import groupby
 
-from .model import decode
+import numpy as np
+import torch
+
+from .decode import speculative_generate
+from .model import decode, encode
+from .sampling import probs
+from .theory import accepted_pmf, alpha_from_acceptance
+from .verify import residual
 
 COLORS = {"accepted": "#2e7d32", "rejected": "#c62828", "correction": "#1565c0", "bonus": "#6a1b9a"}
 _ANSI = {"accepted": "\033[32m", "rejected": "\033[9;31m", "correction": "\033[34m", "bonus": "\033[35m"}
@@ -43,3 +49,119 @@ def html_trace(steps, show_rejected=True):
     body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected))
     legend = " ".join(span(k, k) for k in COLORS)
     return f'<pre style="white-space:pre-wrap">{body}</pre><div>{legend}</div>'
+
+
+def _axes(ax, ncols=1, size=(7, 3)):
+    import matplotlib.pyplot as plt
+    if ax is not None:
+        return ax.figure, ax
+    return plt.subplots(1, ncols, figsize=size, layout="constrained")
+
+
+def plot_trace(steps, show_rejected=True, width=80, ax=None):
+    """The colored trace as a static matplotlib figure (monospace; rejected newlines shown as ⏎).
+
+    Example: plot_trace(speculative_generate(target, draft, encode("def "), 40).steps)
+    """
+    cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
+    for kind, group in groupby(trace_segments(steps, show_rejected), key=lambda seg: seg[1]):
+        text = "".join(t for t, _ in group).replace("\t", "    ").replace("\n", "⏎" if kind == "rejected" else "\n")
+        text = "".join(ch if ch.isprintable() or ch == "\n" else "·" for ch in text)
+        for i, line in enumerate(text.split("\n")):
+            row, col = (row + 1, 0) if i or col + len(line) > width else (row, col)
+            cells.append((row, col, line, kind))
+            col += len(line)
+    fig, ax = _axes(ax, size=(width * 0.1, 0.25 * (row + 3)))
+    for r, c, line, kind in cells:
+        ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5, va="center")  # 1 char ~ 1 unit
+        if kind == "rejected":
+            ax.plot([c, c + len(line)], [-r, -r], color=COLORS[kind], lw=0.8)
+    for i, kind in enumerate(COLORS):
+        ax.text(i * width / 4, -row - 2, "■ " + kind, color=COLORS[kind], fontsize=9, va="center")
+    ax.set(xlim=(0, width), ylim=(-row - 2.5, 0.5), frame_on=False, xticks=[], yticks=[])
+    return fig
+
+
+def plot_acceptance(steps, ax=None):
+    """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
+    fig, ax = _axes(ax)
+    kept, bonus = np.array([s.accepted for s in steps]), np.array([s.bonus for s in steps])
+    rej, x = np.array([len(s.drafted) for s in steps]) - kept, np.arange(1, len(steps) + 1)
+    ax.bar(x, kept, color=COLORS["accepted"], label="accepted draft")
+    ax.bar(x, 1, bottom=kept, color=np.where(bonus, COLORS["bonus"], COLORS["correction"]),
+           label="target's token (blue: correction, purple: bonus)")
+    ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
+    ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3), title=f"{kept.sum() + len(steps)} "
+           f"tokens in {len(steps)} target calls ({(kept.sum() + len(steps)) / max(1, len(steps)):.2f} per call)")
+    ax.legend(fontsize=7, loc="upper right")
+    return fig
+
+
+def plot_pq(p, q, labels=None, top=None, ax=None):
+    """p = min(p, q) (kept, sums to alpha) + max(0, p - q) (the residual's mass), q dashed, and the
+    residual norm(max(0, p - q)) beside it; `top`: show only the likeliest tokens (sums use all).
+
+    Example: plot_pq(torch.tensor([.5, .3, .2]), torch.tensor([.2, .2, .6]), labels="abc")
+    """
+    p, q = p.detach().float(), q.detach().float()
+    idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
+    labels = labels or [repr(decode([i]))[1:-1].replace(" ", "␣") for i in range(len(p))]
+    labels = [labels[i] for i in idx.tolist()]
+    kept, res, x = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy(), np.arange(len(idx))
+    fig, axes = _axes(ax, ncols=2, size=(9, 3)) if ax is None else (ax[0].figure, ax)
+    axes[0].bar(x, kept, color=COLORS["accepted"], label="min(p, q): kept")
+    axes[0].bar(x, res, bottom=kept, color=COLORS["correction"], label="max(0, p - q): residual")
+    axes[0].bar(x, q[idx].numpy(), fill=False, edgecolor=COLORS["rejected"], ls="--", label="q (draft)")
+    alpha = float(torch.minimum(p, q).sum())
+    axes[0].set(title=f"p = min(p, q) + max(0, p - q);  alpha = {alpha:.3f}", xticks=x, xticklabels=labels)
+    axes[0].legend(fontsize=7)
+    axes[1].bar(x, residual(p, q)[idx].numpy(), color=COLORS["correction"])
+    axes[1].set(title=f"residual norm(max(0, p - q)), used w.p. {1 - alpha:.3f}", xticks=x, xticklabels=labels)
+    return fig
+
+
+def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
+    """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean if None)."""
+    gamma = gamma or max(len(s.drafted) for s in steps)
+    n = np.array([s.accepted for s in steps if len(s.drafted) == gamma])
+    if not len(n):
+        raise ValueError(f"no round drafted gamma={gamma} tokens")
+    alpha = alpha_from_acceptance(n.mean() / gamma, gamma) if alpha is None else alpha
+    fig, ax = _axes(ax, size=(5, 3))
+    x = np.arange(gamma + 1)
+    ax.bar(x, np.bincount(n, minlength=gamma + 1) / len(n), color=COLORS["accepted"],
+           label=f"measured ({len(n)} rounds)")
+    ax.plot(x, accepted_pmf(alpha, gamma), "ko--", label=f"geometric, alpha = {alpha:.3f}")
+    ax.set(xlabel="drafts accepted per round", ylabel="fraction of rounds", xticks=range(gamma + 1))
+    ax.legend(fontsize=8)
+    return fig
+
+
+def trace_explorer(target, draft, prompts, max_new_tokens=60):
+    """ipywidgets: gamma/temperature/prompt/seed -> rerun and redraw trace + acceptance per step.
+
+    prompts: a list of texts or a dict label -> text. Example: trace_explorer(target, draft, ["def "])
+    """
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML, display
+
+    def show(gamma, temperature, prompt, seed):
+        res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
+                                   temperature, seed=seed, crop_prompt=True)
+        display(HTML(html_trace(res.steps)), plot_acceptance(res.steps))
+        plt.close("all")
+    return w.interactive(show, gamma=w.IntSlider(4, 1, 10), temperature=w.FloatSlider(0.0, min=0, max=2, step=0.1),
+                         prompt=w.Dropdown(options=prompts), seed=w.IntText(0))
+
+
+def pq_explorer(target, draft, prompt, top=12):
+    """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (applied to both)."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    lp, lq = (m(torch.tensor([encode(prompt)]))[0, -1].detach() for m in (target, draft))  # (V,)
+
+    def show(temperature):
+        display(plot_pq(probs(lp, temperature), probs(lq, temperature), top=top))
+        plt.close("all")
+    return w.interactive(show, temperature=w.FloatSlider(1.0, min=0, max=2, step=0.05))

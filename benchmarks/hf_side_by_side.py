@@ -1,0 +1,111 @@
+"""minispec against transformers on the same weights: greedy, assisted generation, prompt lookup.
+
+    python benchmarks/hf_side_by_side.py [--gammas 2 4 6] [--prompts 8] [--max-new-tokens 100]
+
+The shipped target and draft are converted to transformers' GPT2LMHeadModel (minispec.hf.to_hf),
+and every benchmark prompt is decoded greedily by both libraries, back to back in this process:
+  greedy        minispec.generate                      vs  model.generate()
+  draft model   speculative_generate(target, draft)    vs  model.generate(assistant_model=draft)
+  heuristic     ... gamma=Heuristic(g)                 vs  num_assistant_tokens_schedule="heuristic_transient"
+  prompt lookup ... PromptLookupDrafter(max_n=2)       vs  model.generate(prompt_lookup_num_tokens=g)
+Every output must equal minispec's plain greedy output token for token (the script stops if not).
+Target calls are counted on both sides (a forward hook on the transformers target): with the same
+rule they must match. Speed: transformers' wall time / minispec's, per prompt (median) and in total.
+Writes figures/hf_side_by_side.md.
+"""
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import minispec as ms
+from minispec.adaptive import Heuristic
+from minispec.bench import bench_prompts
+from minispec.drafters import PromptLookupDrafter
+from minispec.hf import to_hf
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def run_hf(hf_target, ids, n, calls, **kw):
+    x = torch.tensor([ids])
+    calls[0] = 0
+    out = hf_target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, do_sample=False,
+                             pad_token_id=0, **kw)
+    return out[0, len(ids):].tolist()
+
+
+def set_assistant(hf_draft, gamma, schedule):
+    """transformers reads these from the *assistant's* generation config."""
+    c = hf_draft.generation_config
+    c.num_assistant_tokens, c.num_assistant_tokens_schedule, c.assistant_confidence_threshold = gamma, schedule, 0.0
+
+
+@torch.inference_mode()
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for both libraries")
+    ap.add_argument("--target", default="target")
+    ap.add_argument("--draft", default="draft")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    __import__("transformers").logging.set_verbosity_error()  # its assisted-generation deprecation notes
+    target, draft = ms.load_model(args.target), ms.load_model(args.draft)
+    hf_target, hf_draft = to_hf(target), to_hf(draft)
+    calls = [0]
+    hf_target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    prompts, n = bench_prompts(args.prompts), args.max_new_tokens
+    methods = [("greedy", None, lambda ids, g: ms.generate(target, ids, n), lambda ids, g: {})]
+    for g in args.gammas:
+        methods += [
+            ("draft model", g, lambda ids, g: ms.speculative_generate(target, draft, ids, n, gamma=g),
+             lambda ids, g: (set_assistant(hf_draft, g, "constant"), dict(assistant_model=hf_draft))[1]),
+            ("heuristic", g, lambda ids, g: ms.speculative_generate(target, draft, ids, n, gamma=Heuristic(g)),
+             lambda ids, g: (set_assistant(hf_draft, g, "heuristic_transient"), dict(assistant_model=hf_draft))[1]),
+            ("prompt lookup", g, lambda ids, g: ms.speculative_generate(target, PromptLookupDrafter(2), ids, n, gamma=g),
+             lambda ids, g: dict(prompt_lookup_num_tokens=g, max_matching_ngram_size=2))]
+    for ids in prompts[:1]:  # warm up both libraries on every method
+        for _, g, ours, theirs in methods:
+            ours(ids, g if g else 1), run_hf(hf_target, ids, n, calls, **theirs(ids, g if g else 1))
+    ref = [ms.generate(target, ids, n).tokens for ids in prompts]
+    head = ("| method | gamma | identical to greedy | target calls minispec / transformers | "
+            "minispec tok/s | transformers tok/s | speed ratio (median) | speed ratio (total) |")
+    lines = [f"{len(prompts)} held-out prompts, {n} new tokens, temperature 0, torch threads {args.threads}, "
+             f"transformers {__import__('transformers').__version__}. Speed ratio = transformers time / minispec time.",
+             "", head, "|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for name, g, ours, theirs in methods:
+        same, ratios, c_ours, c_hf, t_ours, t_hf = 0, [], 0, 0, 0.0, 0.0
+        for ids, want in zip(prompts, ref):
+            res, dt_ours = timed(lambda: ours(ids, g))
+            kw = theirs(ids, g)
+            out, dt_hf = timed(lambda: run_hf(hf_target, ids, n, calls, **kw))
+            if not res.tokens == out == want:
+                raise SystemExit(f"{name} gamma={g}: outputs differ from greedy decoding")
+            same += 1
+            ratios.append(dt_hf / dt_ours)
+            c_ours, c_hf = c_ours + res.stats["target_calls"], c_hf + calls[0]
+            t_ours, t_hf = t_ours + dt_ours, t_hf + dt_hf
+        toks = n * len(prompts)
+        line = (f"| {name} | {g or '-'} | {same}/{len(prompts)} | {c_ours} / {c_hf} | {toks / t_ours:.1f} | "
+                f"{toks / t_hf:.1f} | {statistics.median(ratios):.2f}x | {t_hf / t_ours:.2f}x |")
+        lines.append(line)
+        print(line, flush=True)
+    FIGURES.mkdir(exist_ok=True)
+    (FIGURES / "hf_side_by_side.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {FIGURES / 'hf_side_by_side.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""minispec GPT <-> transformers GPT2LMHeadModel, and real GPT-2 checkpoints (`pip install minispec[hf]`).
+
+minispec's GPT is GPT-2 exactly, so conversion only renames keys and transposes the Conv1D weights
+(model.to_hf_state_dict / from_hf_state_dict). That gives two things:
+  * a reference: the same weights in transformers give the same logits and the same greedy text,
+    and `model.generate(..., assistant_model=...)` can be compared with speculative_generate;
+  * real models: load_gpt2("gpt2-xl") puts OpenAI's weights into a minispec GPT, so the notebooks'
+    code runs unchanged on them (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2: one tokenizer).
+transformers is imported inside the functions: the rest of minispec never needs it.
+"""
+from .model import GPTConfig, from_hf_state_dict, to_hf_state_dict
+
+
+def to_hf(model):
+    """minispec GPT -> transformers GPT2LMHeadModel (eval mode, same weights).
+
+    Example: to_hf(load_model("draft"))(torch.tensor([[1, 2]])).logits  # (1, 2, 256)
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+    c = model.config
+    config = GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer,
+                        n_head=c.n_head, activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    hf = GPT2LMHeadModel(config)
+    missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
+    if [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias"))] or unexpected:
+        raise ValueError(f"state dicts do not match: missing {missing}, unexpected {unexpected}")
+    return hf.eval()
+
+
+def from_hf(hf):
+    """transformers GPT2LMHeadModel -> minispec GPT (eval mode, fp32, CPU).
+
+    Example: from_hf(to_hf(model)) has the weights of model.
+    """
+    c = hf.config
+    if getattr(c, "model_type", None) != "gpt2":
+        raise ValueError(f"only GPT-2 models convert, got model_type={getattr(c, 'model_type', None)!r}")
+    odd = {k: getattr(c, k) for k, ok in [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5),
+                                          ("n_inner", None), ("scale_attn_weights", True),
+                                          ("scale_attn_by_inverse_layer_idx", False)] if getattr(c, k) != ok}
+    if odd:
+        raise ValueError(f"this GPT-2 variant differs from minispec's architecture: {odd}")
+    config = GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, n_layer=c.n_layer, n_head=c.n_head,
+                       n_embd=c.n_embd)
+    state = {k: v.float().cpu() for k, v in hf.state_dict().items()}
+    return from_hf_state_dict(state, config)
+
+
+def load_gpt2(name="gpt2"):
+    """Download a GPT-2 checkpoint (needs internet) -> (minispec GPT, encode, decode).
+
+    encode: text -> list[int] and decode: list[int] -> text use GPT-2's BPE tokenizer, replacing
+    minispec.encode / decode (bytes) for these models.
+    Example: target, encode, decode = load_gpt2("gpt2-xl")
+    """
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    model = from_hf(GPT2LMHeadModel.from_pretrained(name))
+    return model, (lambda text: tokenizer.encode(text)), (lambda ids: tokenizer.decode(list(ids)))

@@ -1,0 +1,124 @@
+"""Closed forms of speculative decoding, checked against direct sums, known answers and simulation."""
+import pytest
+import torch
+
+import minispec as ms
+
+ALPHAS = [0.0, 0.3, 0.5, 0.8, 0.99, 1.0]
+GAMMAS = [1, 2, 5, 10]
+
+
+def truncated_geometric(alpha, gamma):
+    """P(n drafts kept), n = 0..gamma, from its definition: the first n are kept (alpha each), then
+    one is rejected (1 - alpha) — unless n == gamma, where there is nothing left to reject."""
+    return [alpha ** n * ((1 - alpha) if n < gamma else 1.0) for n in range(gamma + 1)]
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_expected_tokens_is_the_mean_of_the_truncated_geometric(alpha, gamma):
+    pmf = truncated_geometric(alpha, gamma)
+    assert sum(pmf) == pytest.approx(1.0)
+    direct = sum((n + 1) * pn for n, pn in enumerate(pmf))  # n kept drafts + the target's token
+    assert ms.expected_tokens(alpha, gamma) == pytest.approx(direct, rel=1e-12)
+    assert ms.accepted_pmf(alpha, gamma) == pytest.approx(pmf, rel=1e-12, abs=1e-15)
+
+
+def test_expected_tokens_known_answers():
+    """alpha 0: only the target's token (1); alpha 1: all gamma drafts + bonus (gamma + 1);
+    alpha 0.5, gamma 2: 1 + 0.5 + 0.25 = 1.75."""
+    assert ms.expected_tokens(0.0, 4) == 1.0
+    assert ms.expected_tokens(1.0, 4) == 5.0
+    assert ms.expected_tokens(0.5, 2) == pytest.approx(1.75)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_acceptance_rate_is_one_minus_tv(seed):
+    gen = torch.Generator().manual_seed(seed)
+    p = torch.softmax(2 * torch.randn(3, 7, generator=gen, dtype=torch.float64), -1)
+    q = torch.softmax(2 * torch.randn(3, 7, generator=gen, dtype=torch.float64), -1)
+    alpha = ms.acceptance_rate(p, q)
+    assert alpha.shape == (3,)
+    assert torch.allclose(alpha, 1 - ms.tv_distance(p, q), atol=1e-12)
+    keep = (q * torch.clamp(p / q, max=1)).sum(-1)  # E_{x~q}[min(1, p(x)/q(x))], the definition
+    assert torch.allclose(alpha, keep, atol=1e-12)
+
+
+def test_acceptance_and_tv_known_answer():
+    """p = [.5, .5, 0], q = [.25, .25, .5]: sum min = .25 + .25 + 0 = .5; TV = (.25 + .25 + .5)/2 = .5."""
+    p, q = torch.tensor([0.5, 0.5, 0.0]), torch.tensor([0.25, 0.25, 0.5])
+    assert float(ms.acceptance_rate(p, q)) == pytest.approx(0.5)
+    assert float(ms.tv_distance(p, q)) == pytest.approx(0.5)
+    assert float(ms.acceptance_rate(p, p)) == pytest.approx(1.0)
+
+
+def test_speedup_known_answer():
+    """alpha = 0.8, gamma = 4, c = 0.1 (a draft step costs a tenth of a target step):
+        E[tokens per call] = (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2 = 3.3616
+        cost per call      = gamma * c + v = 4 * 0.1 + 1 = 1.4 target steps
+        speedup            = 3.3616 / 1.4 = 2.401142857...
+    With verification 20% dearer than one token (v = 1.2): 3.3616 / 1.6 = 2.101.
+    A useless draft (alpha = 0) only costs: 1 / 1.4 = 0.714..."""
+    assert ms.expected_tokens(0.8, 4) == pytest.approx(3.3616)
+    assert ms.speedup(0.8, 4, 0.1) == pytest.approx(2.4011428571428571)
+    assert ms.speedup(0.8, 4, 0.1, v=1.2) == pytest.approx(2.101)
+    assert ms.speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4)
+
+
+def test_best_gamma_is_the_argmax_of_speedup():
+    for alpha in (0.2, 0.5, 0.7, 0.9, 0.95):
+        for c in (0.01, 0.05, 0.2, 0.5):
+            best = ms.best_gamma(alpha, c)
+            assert 1 <= best <= 16
+            assert all(ms.speedup(alpha, best, c) >= ms.speedup(alpha, g, c) for g in range(1, 17))
+
+
+def test_best_gamma_sanity():
+    assert ms.best_gamma(0.0, 0.1) == 1  # nothing is ever kept: draft as little as possible
+    assert ms.best_gamma(0.9, 0.0) == 16  # free drafts: draft as much as allowed
+    assert ms.best_gamma(0.9, 0.0, max_gamma=5) == 5
+    by_alpha = [ms.best_gamma(a, 0.05) for a in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)]
+    assert by_alpha == sorted(by_alpha) and by_alpha[-1] > by_alpha[0]  # better drafts: longer drafts
+    by_cost = [ms.best_gamma(0.8, c) for c in (0.01, 0.05, 0.1, 0.3)]
+    assert by_cost == sorted(by_cost, reverse=True)  # dearer drafts: shorter drafts
+    # a verification cost that grows with gamma pushes the best gamma down
+    assert ms.best_gamma(0.9, 0.01, v=lambda g: 1 + 0.3 * g) < ms.best_gamma(0.9, 0.01)
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 0.6, 0.9, 0.99])
+def test_alpha_from_acceptance_inverts(alpha, gamma):
+    """The expected fraction of drafts kept is E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
+    pmf = truncated_geometric(alpha, gamma)
+    rate = sum(n * pn for n, pn in enumerate(pmf)) / gamma
+    assert ms.alpha_from_acceptance(rate, gamma) == pytest.approx(alpha, abs=1e-9)
+
+
+@pytest.mark.parametrize("alpha, gamma", [(0.3, 2), (0.7, 4), (0.9, 8)])
+def test_iid_acceptance_simulation_matches_expected_tokens(alpha, gamma):
+    """Simulate rounds whose drafts are kept independently with probability alpha."""
+    gen = torch.Generator().manual_seed(0)
+    n_rounds = 20000
+    kept = torch.rand(n_rounds, gamma, generator=gen) < alpha
+    n_kept = kept.int().cumprod(1).sum(1)  # leading run of kept drafts
+    tokens = (n_kept + 1).double()
+    se = float(tokens.std()) / n_rounds ** 0.5
+    assert abs(float(tokens.mean()) - ms.expected_tokens(alpha, gamma)) < 4 * se
+    freq = torch.bincount(n_kept, minlength=gamma + 1).double() / n_rounds
+    assert torch.allclose(freq, torch.tensor(ms.accepted_pmf(alpha, gamma), dtype=torch.float64), atol=0.015)
+
+
+def test_speculative_accept_tokens_per_call_matches_theory():
+    """With the same p and q at every position, acceptance in speculative_accept is iid with
+    alpha = 1 - TV(p, q), so tokens per call average to expected_tokens(alpha, gamma)."""
+    gen = torch.Generator().manual_seed(1)
+    V, gamma, n_calls = 5, 4, 1500
+    p = torch.softmax(torch.randn(V, generator=gen), -1)
+    q = torch.softmax(torch.randn(V, generator=gen), -1)
+    alpha = float(ms.acceptance_rate(p, q))
+    P, Q = p.expand(gamma + 1, V), q.expand(gamma, V)
+    drafts = torch.multinomial(q, n_calls * gamma, replacement=True, generator=gen).view(n_calls, gamma)
+    tokens = torch.tensor([ms.speculative_accept(d, Q, P, generator=gen)[0] + 1.0 for d in drafts.tolist()])
+    se = float(tokens.std()) / n_calls ** 0.5
+    assert abs(float(tokens.mean()) - ms.expected_tokens(alpha, gamma)) < 4 * se
+    assert 0.2 < alpha < 0.95  # (the case is not degenerate)

@@ -1,0 +1,115 @@
+"""minispec.viz: traces say exactly what happened in each round, plots draw exactly the math.
+
+Every check reads numbers back out of the figure (bar heights, titles) and compares them with the
+quantities they are meant to show, so a plot that mislabels or misstacks its bars fails.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+import torch
+
+import minispec as ms
+from minispec import viz
+from minispec.model import decode  # ms.decode is shadowed by the submodule minispec.decode
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sampled(byte_pair):
+    """A speculative run at temperature 1 on the random pair: rounds with 0..gamma drafts kept."""
+    target, draft = byte_pair
+    return ms.speculative_generate(target, draft, ms.encode("def f(x):"), max_new_tokens=40, gamma=4,
+                                   temperature=1.0, seed=3)
+
+
+def test_trace_segments_rebuild_the_output(sampled):
+    segs = viz.trace_segments(sampled.steps, show_rejected=False)  # one segment per emitted token
+    assert [t for t, _ in segs] == [decode([t]) for t in sampled.tokens]
+    kinds = [k for _, k in viz.trace_segments(sampled.steps)]
+    assert kinds.count("accepted") == sum(s.accepted for s in sampled.steps)
+    assert kinds.count("rejected") == sum(len(s.drafted) - s.accepted for s in sampled.steps)
+    assert kinds.count("bonus") + kinds.count("correction") == len(sampled.steps)
+    assert {"accepted", "rejected", "correction"} <= set(kinds), "the fixture should exercise every kind"
+
+
+def test_html_and_ansi_traces(sampled):
+    step = ms.Step(drafted=[ord("<"), ord("b")], accepted=1, token=ord("&"))
+    page = viz.html_trace([step])
+    assert "&lt;" in page and "&amp;" in page and "line-through" in page  # escaped, rejected struck
+    assert all(c in page for c in viz.COLORS.values())
+    text = viz.ansi_trace(sampled.steps)
+    assert "\033[9;31m" not in text.split("\n\n")[0]  # rejected drafts hidden by default
+    assert "\033[9;31m" in viz.ansi_trace(sampled.steps, show_rejected=True)
+
+
+def test_plot_pq_bars_are_min_and_residual_mass():
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.2, 0.2, 0.5, 0.1])
+    fig = viz.plot_pq(p, q, labels="abcd")
+    left, right = fig.axes
+    kept, res, q_bars = (left.containers[i] for i in range(3))
+    heights = lambda bars: torch.tensor([b.get_height() for b in bars], dtype=torch.float32)
+    assert torch.allclose(heights(kept), torch.minimum(p, q))
+    assert torch.allclose(heights(kept) + heights(res), p)  # the proof: min(p, q) + max(0, p - q) = p
+    assert torch.allclose(heights(q_bars), q)
+    assert torch.allclose(heights(right.containers[0]), ms.residual(p, q))
+    assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in left.get_title()
+    plt.close(fig)
+
+
+def test_plot_pq_top_keeps_the_likeliest_tokens():
+    g = torch.Generator().manual_seed(0)
+    p, q = torch.softmax(3 * torch.randn(256, generator=g), 0), torch.softmax(3 * torch.randn(256, generator=g), 0)
+    fig = viz.plot_pq(p, q, top=5)
+    shown = [float(b.get_height()) for b in fig.axes[0].containers[0]]
+    assert len(shown) == 5
+    assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in fig.axes[0].get_title()  # whole vocabulary
+    plt.close(fig)
+
+
+def test_plot_accept_hist_matches_counts_and_theory(sampled):
+    fig = viz.plot_accept_hist(sampled.steps, alpha=0.5, gamma=4)
+    ax = fig.axes[0]
+    full = [s.accepted for s in sampled.steps if len(s.drafted) == 4]
+    freq = [b.get_height() for b in ax.containers[0]]
+    assert freq == pytest.approx([full.count(n) / len(full) for n in range(5)])
+    assert list(ax.lines[0].get_ydata()) == pytest.approx(ms.accepted_pmf(0.5, 4))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="gamma=9"):
+        viz.plot_accept_hist(sampled.steps, gamma=9)
+
+
+def test_plot_acceptance_and_trace_draw_every_round(sampled):
+    fig = viz.plot_acceptance(sampled.steps)
+    kept, added, rejected = fig.axes[0].containers
+    assert [b.get_height() for b in kept] == [s.accepted for s in sampled.steps]
+    assert [b.get_height() for b in rejected] == [len(s.drafted) - s.accepted for s in sampled.steps]
+    plt.close(fig)
+    fig = viz.plot_trace(sampled.steps)
+    drawn = "".join(t.get_text() for t in fig.axes[0].texts[:-len(viz.COLORS)])
+    expected = "".join(t for t, _ in viz.trace_segments(sampled.steps)).replace("\n", "").replace("\t", "    ")
+    assert len(drawn) == len(expected)  # every character placed (newlines become line breaks or ⏎)
+    plt.close(fig)
+
+
+def test_explorers_build(byte_pair):
+    target, draft = byte_pair
+    w = viz.trace_explorer(target, draft, ["def f(x):", "import os"], max_new_tokens=10)
+    assert [c.description for c in w.children[:-1]] == ["gamma", "temperature", "prompt", "seed"]
+    w.children[0].value = 2  # moving a slider reruns without error
+    w = viz.pq_explorer(target, draft, "def f(x):")
+    assert w.children[0].description == "temperature"
+    w.children[0].value = 0.0  # greedy: one-hot p and q
+    plt.close("all")
+
+
+def test_import_minispec_stays_light():
+    code = "import sys, minispec; print(any(m in sys.modules for m in ('matplotlib', 'ipywidgets')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"
