@@ -75,12 +75,14 @@ def bits_per_byte(model, data, block_size=256, max_windows=64):
 
 
 def train(name, n_layer, n_head, n_embd, steps, batch_size, lr, early_exit, block_size=256,
-          seed=0, out=None, log_every=None):
+          seed=0, out=None, log_every=None, resume=None):
     torch.manual_seed(seed)
     train_files, held_files = corpus_files()
     data, held = load_bytes(train_files), load_bytes(held_files)
     print(f"corpus: {len(train_files)} files, {len(data)/1e6:.1f}M bytes; held out {len(held)/1e3:.0f}K bytes")
     model = GPT(GPTConfig(256, block_size, n_layer, n_head, n_embd))
+    if resume:  # a second phase: start from saved weights, fresh optimizer and schedule
+        model.load_state_dict(load_model(resume).state_dict())
     print(f"{name}: {sum(p.numel() for p in model.parameters())/1e6:.2f}M parameters")
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -136,8 +138,8 @@ def distill(teacher="target", student="draft", steps=300, batch_size=16, block_s
     torch.manual_seed(seed)
     train_files, held_files = corpus_files()
     data, held = load_bytes(train_files), load_bytes(held_files)
-    teacher, model = load_model(teacher), load_model(student)
-    before = agreement(teacher, model, held)
+    target, model = load_model(teacher), load_model(student)
+    before = agreement(target, model, held)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
     g, t0 = torch.Generator().manual_seed(seed), time.time()
     for step in range(1, steps + 1):
@@ -145,7 +147,7 @@ def distill(teacher="target", student="draft", steps=300, batch_size=16, block_s
             group["lr"] = lr * min(1.0, step / 20) * (1 - step / (steps + 1))
         x, _ = get_batch(data, batch_size, block_size, g)
         with torch.no_grad():
-            log_p = F.log_softmax(teacher(x), -1)  # (B, T, V)
+            log_p = F.log_softmax(target(x), -1)  # (B, T, V)
         log_q = F.log_softmax(model.train()(x), -1)  # (B, T, V)
         loss = F.kl_div(log_q.flatten(0, 1), log_p.flatten(0, 1), log_target=True, reduction="batchmean")
         opt.zero_grad(set_to_none=True)
@@ -153,7 +155,7 @@ def distill(teacher="target", student="draft", steps=300, batch_size=16, block_s
         opt.step()
         if step % max(1, steps // 10) == 0:
             print(f"step {step}/{steps}  KL(p||q) {loss.item():.3f} nats  {time.time() - t0:.0f}s", flush=True)
-    after = agreement(teacher, model.eval(), held)
+    after = agreement(target, model.eval(), held)
     print(f"held-out top-1 agreement {before[0]:.3f} -> {after[0]:.3f}, 1 - TV {before[1]:.3f} -> {after[1]:.3f}")
     out = Path(out or WEIGHTS_DIR / "draft_distilled.pt")
     save_model(model, out, distilled_from=teacher, student=student, steps=steps, batch_size=batch_size,
@@ -170,6 +172,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, help="override the preset's number of steps")
     ap.add_argument("--out", help="where to save (default: minispec/weights/<model>.pt)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, help="override the preset's peak learning rate")
+    ap.add_argument("--resume", help="start from these weights (a .pt file) instead of a random init")
     args = ap.parse_args(argv)
     if args.distill:
         return distill(steps=args.steps or 300, seed=args.seed, out=args.out)
@@ -178,7 +182,9 @@ def main(argv=None):
     cfg = dict(PRESETS[args.model])
     if args.steps:
         cfg["steps"] = args.steps
-    train(args.model, seed=args.seed, out=args.out, **cfg)
+    if args.lr:
+        cfg["lr"] = args.lr
+    train(args.model, seed=args.seed, out=args.out, resume=args.resume, **cfg)
 
 
 if __name__ == "__main__":
