@@ -1,6 +1,6 @@
 """Drafters and token trees against autoregressive decoding, temperature 0, held-out code prompts.
 
-    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 4 8 16]
+    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 8 16 32]
 
 Prints, for every method: tokens per target call, and the wall-time speedup over plain
 autoregressive decoding measured in the same run (each prompt decoded autoregressively right
@@ -16,7 +16,7 @@ import torch
 
 import minispec as ms
 from minispec.bench import bench_prompts
-from minispec.drafters import ModelDrafter, PromptLookupDrafter
+from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
 from minispec.model import WEIGHTS_DIR
 from minispec.tree import tree_generate
 
@@ -39,7 +39,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 8, 16])
+    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32])
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, draft = ms.load_model("target"), ms.load_model("draft")
@@ -52,24 +52,28 @@ def main(argv=None):
     print(f"| {'method':42} | tok/call | speedup (median) | speedup (total) |")
     rows = {}
     for label, d in drafts.items():
-        for g in (2, 4, 6):
-            rows[f"chain {label} gamma={g}"] = measure(f"chain {label} gamma={g}", lambda ids: ms.speculative_generate(
-                target, d, ids, n, gamma=g), target, prompts, n)
-    for g in (4, 8, 16):
-        rows[f"lookup gamma={g}"] = measure(f"prompt lookup gamma={g}", lambda ids: ms.speculative_generate(
-            target, PromptLookupDrafter(3), ids, n, gamma=g), target, prompts, n)
+        rows[f"chain {label}"] = measure(f"chain, {label}, gamma=4", lambda ids: ms.speculative_generate(
+            target, d, ids, n, gamma=4), target, prompts, n)
     best = drafts.get("distilled", draft)
+    for g in (8, 12):
+        rows[f"lookup {g}"] = measure(f"prompt lookup, gamma={g}", lambda ids: ms.speculative_generate(
+            target, PromptLookupDrafter(3), ids, n, gamma=g), target, prompts, n)
+        rows[f"fallback {g}"] = measure(f"lookup (n>=2, gamma={g}) else model (gamma=4)", lambda ids: ms.speculative_generate(
+            target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=g), target, prompts, n)
+    rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: tree_generate(
+        target, draft, ids, n, branching=(3, 2, 1)), target, prompts, n)
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
-        depth = max(2, b // 2)
-        rows[f"chain b={b}"] = measure(f"chain gamma={b}", lambda ids: ms.speculative_generate(
+        depth, width = min(12, b // 2 + 2), 2 if b <= 16 else 4
+        rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", lambda ids: ms.speculative_generate(
             target, draft, ids, n, gamma=b), target, prompts, n)
-        rows[f"tree b={b}"] = measure(f"dynamic tree budget={b} depth={depth}", lambda ids: tree_generate(
-            target, draft, ids, n, branching=(4,) * depth, width=4, budget=b), target, prompts, n)
-    for b in args.budgets:
-        depth = max(2, b // 2)
-        rows[f"combo b={b}"] = measure(f"tree({b}, {'distilled' if best is not draft else 'draft'}) + lookup",
-                                       lambda ids: tree_generate(target, best, ids, n, branching=(4,) * depth, width=4,
-                                                                 budget=b, lookup=PromptLookupDrafter(3)), target, prompts, n)
+        rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (depth {depth}, width {width})",
+                                      lambda ids: tree_generate(target, draft, ids, n, branching=(4,) * depth,
+                                                                width=width, budget=b), target, prompts, n)
+    b = args.budgets[0]
+    depth = min(12, b // 2 + 2)
+    rows["combo"] = measure(f"dynamic tree ({b} nodes) + lookup branches", lambda ids: tree_generate(
+        target, best, ids, n, branching=(4,) * depth, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
+        target, prompts, n)
     print("\ntree vs chain at equal draft budget (tokens per target call):")
     for b in args.budgets:
         c, t = rows[f"chain b={b}"]["tokens_per_call"], rows[f"tree b={b}"]["tokens_per_call"]

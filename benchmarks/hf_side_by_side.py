@@ -43,10 +43,11 @@ def run_hf(hf_target, ids, n, calls, **kw):
     return out[0, len(ids):].tolist()
 
 
-def set_assistant(hf_draft, gamma, schedule):
-    """transformers reads these from the *assistant's* generation config."""
+def assisted(hf_draft, gamma, schedule):
+    """generate() kwargs for assisted generation; transformers reads gamma from the *assistant's* config."""
     c = hf_draft.generation_config
     c.num_assistant_tokens, c.num_assistant_tokens_schedule, c.assistant_confidence_threshold = gamma, schedule, 0.0
+    return dict(assistant_model=hf_draft)
 
 
 @torch.inference_mode()
@@ -67,13 +68,14 @@ def main(argv=None):
     hf_target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     prompts, n = bench_prompts(args.prompts), args.max_new_tokens
     methods = [("greedy", None, lambda ids, g: ms.generate(target, ids, n), lambda ids, g: {})]
+    lookup = PromptLookupDrafter(max_n=2)  # transformers' default max_matching_ngram_size
     for g in args.gammas:
         methods += [
             ("draft model", g, lambda ids, g: ms.speculative_generate(target, draft, ids, n, gamma=g),
-             lambda ids, g: (set_assistant(hf_draft, g, "constant"), dict(assistant_model=hf_draft))[1]),
+             lambda ids, g: assisted(hf_draft, g, "constant")),
             ("heuristic", g, lambda ids, g: ms.speculative_generate(target, draft, ids, n, gamma=Heuristic(g)),
-             lambda ids, g: (set_assistant(hf_draft, g, "heuristic_transient"), dict(assistant_model=hf_draft))[1]),
-            ("prompt lookup", g, lambda ids, g: ms.speculative_generate(target, PromptLookupDrafter(2), ids, n, gamma=g),
+             lambda ids, g: assisted(hf_draft, g, "heuristic_transient")),
+            ("prompt lookup", g, lambda ids, g: ms.speculative_generate(target, lookup, ids, n, gamma=g),
              lambda ids, g: dict(prompt_lookup_num_tokens=g, max_matching_ngram_size=2))]
     for ids in prompts[:1]:  # warm up both libraries on every method
         for _, g, ours, theirs in methods:

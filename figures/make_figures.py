@@ -39,10 +39,10 @@ def main(argv=None):
     target, draft = ms.load_model("target"), ms.load_model("draft")
 
     prompt = "class Stack:\n    def __init__(self):\n        "
-    res = ms.speculative_generate(target, draft, ms.encode(prompt), 160, gamma=4, temperature=0.7, seed=0)
+    res = ms.speculative_generate(target, draft, ms.encode(prompt), 120, gamma=4, temperature=0.7, seed=0)
     fig = viz.plot_trace(res.steps)
-    fig.axes[0].set_title(f"Speculative decoding, gamma = 4, T = 0.7: {len(res.tokens)} tokens in "
-                          f"{len(res.steps)} target calls (prompt: {prompt!r})", fontsize=9, loc="left")
+    fig.axes[0].set_title(f"gamma = 4, T = 0.7: {len(res.tokens)} tokens in {len(res.steps)} target calls",
+                          fontsize=9, loc="left")
     save(fig, "trace.png")
 
     with torch.inference_mode():

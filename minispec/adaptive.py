@@ -1,16 +1,14 @@
 """Adaptive draft length: how many tokens to draft in the next round (survey section 3.1.4).
 
-A fixed gamma is a bet on the acceptance rate alpha (theory.best_gamma). Text is not uniform:
-boilerplate is easy to guess, a new identifier is not. So the draft length can follow the text:
-  Fixed(gamma)           always gamma (what an int gamma means);
-  Heuristic(gamma)       +2 after a fully accepted block, -1 (down to 1) otherwise: transformers'
-                         num_assistant_tokens_schedule="heuristic" (there it also carries over
-                         between generate calls; here every call starts from gamma again);
-  ConfidenceDrafter      stops drafting as soon as the draft is unsure, max_x q(x) < threshold
-                         (transformers' assistant_confidence_threshold, without its auto-tuning).
-A policy exposes `gamma` (for the next round), `update(step)` (after it) and `reset()` (at the start
-of a speculative_generate call). Any such choice is lossless: gamma depends only on the past, and
-each round's verification is exact for any number of drafted tokens (tests/test_adaptive.py).
+A fixed gamma bets on one acceptance rate alpha (theory.best_gamma), but text has easy and hard
+stretches, so the draft length can follow it:
+  Fixed(gamma)        always gamma (what an int gamma means);
+  Heuristic(gamma)    +2 after a fully accepted round, -1 (down to 1) otherwise: transformers'
+                      num_assistant_tokens_schedule="heuristic" (each call starts again from gamma);
+  ConfidenceDrafter   stops a round once the draft is unsure, max softmax < threshold
+                      (transformers' assistant_confidence_threshold, without its auto-tuning).
+A policy has `gamma` (next round), `update(step)` (after it) and `reset()` (new call). All are
+lossless: the draft length depends only on the past and on the draft's own tokens.
 """
 import torch
 
@@ -34,20 +32,11 @@ class Fixed:
 
 
 class Heuristic(Fixed):
-    """+2 after a round whose drafts were all kept, -1 otherwise (never below 1, nor above max_gamma).
-
-    Example: speculative_generate(t, d, ids, gamma=Heuristic(4))
-    """
-
-    def __init__(self, gamma=4, max_gamma=None):
-        super().__init__(gamma)
-        self.max_gamma = max_gamma
+    """+2 after a round whose drafts were all kept, else -1. Example: gamma=Heuristic(4)"""
 
     def update(self, step):
-        if step.drafted:  # a round without drafts (the last token) says nothing about acceptance
+        if step.drafted:  # a round without drafts (the last token) says nothing
             self.gamma = self.gamma + 2 if step.bonus else max(1, self.gamma - 1)
-            if self.max_gamma:
-                self.gamma = min(self.gamma, self.max_gamma)
 
 
 def as_policy(gamma):
@@ -56,12 +45,10 @@ def as_policy(gamma):
 
 
 class ConfidenceDrafter(ModelDrafter):
-    """A draft model that stops early once its own confidence max softmax(logits) < threshold.
+    """A draft model that ends its proposal after the first token it was unsure of.
 
-    The unsure token is still proposed (it may be right); only the drafting after it is skipped.
-    gamma becomes the largest draft length. Confidence is read from the raw softmax, so it also
-    works at temperature 0, where q is one-hot.
-    Example: speculative_generate(t, ConfidenceDrafter(draft, 0.5), ids, gamma=8)
+    Confidence = max softmax of the draft's logits (not q, which is one-hot at temperature 0).
+    gamma is the longest proposal. Example: speculative_generate(t, ConfidenceDrafter(d, 0.5), ids, gamma=8)
     """
 
     def __init__(self, model, threshold=0.5):
@@ -82,5 +69,5 @@ class ConfidenceDrafter(ModelDrafter):
             tokens.append(sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax()))
             new = tokens[-1:]
             if float(logits.softmax(-1).max()) < self.threshold:
-                break
+                break  # the unsure token is still proposed: it may well be right
         return tokens, torch.stack(qs) if qs else torch.zeros(0, self.vocab_size)

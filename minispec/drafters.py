@@ -99,3 +99,30 @@ class PromptLookupDrafter(Drafter):
         found = self.matches(context, gamma)
         tokens = found[0] if found else []
         return tokens, F.one_hot(torch.tensor(tokens, dtype=torch.long), self.vocab_size).float()  # (n, V)
+
+
+class FallbackDrafter(Drafter):
+    """Ask `first` (e.g. prompt lookup with min_n=3: long, free matches); if it proposes nothing, ask
+    `then` for at most then_gamma tokens (a model draft is worth less per token and costs more).
+
+    Example: FallbackDrafter(PromptLookupDrafter(min_n=3), ModelDrafter(load_model("draft")), then_gamma=4)
+    """
+
+    def __init__(self, first, then, then_gamma=None):
+        self.first, self.then, self.then_gamma = first, then, then_gamma
+        self.vocab_size, self.calls = first.vocab_size or then.vocab_size, 0
+
+    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        tokens, q = self.first.propose(context, gamma, temperature, top_k, top_p, generator)
+        if not tokens:
+            calls = getattr(self.then, "calls", 0)
+            tokens, q = self.then.propose(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p,
+                                          generator)
+            self.calls += getattr(self.then, "calls", 0) - calls
+        return tokens, q
+
+    def rollback(self, n):
+        self.first.rollback(n), self.then.rollback(n)
+
+    def reset(self):
+        self.first.reset(), self.then.reset()

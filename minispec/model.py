@@ -212,7 +212,7 @@ def from_hf_state_dict(state, config):
     model = GPT(config)
     ours = {}
     for k, v in state.items():
-        if k.endswith(("attn.bias", "attn.masked_bias")):
+        if k.endswith((".attn.bias", ".attn.masked_bias")):
             continue  # HF's causal-mask buffers, not weights
         k = k.removeprefix("transformer.")
         ours[k] = v.t() if k.endswith(_CONV1D) else v

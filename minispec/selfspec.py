@@ -306,7 +306,7 @@ def self_speculative_generate(method, ids, max_new_tokens=64, temperature=0.0, t
     ids = _prepare(method.model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
     g = torch.Generator().manual_seed(seed)
     method.reset()
-    context, steps, t0 = list(ids), [], time.perf_counter()
+    context, steps, t0, calls0 = list(ids), [], time.perf_counter(), getattr(method, "calls", 0)
     while len(context) - len(ids) < max_new_tokens and (eos_token is None or eos_token not in context[len(ids):]):
         s = method.step(context, max_new_tokens - (len(context) - len(ids)) - 1, temperature, top_k, top_p, g)
         context += s.drafted[:s.accepted] + [s.token]
@@ -316,6 +316,7 @@ def self_speculative_generate(method, ids, max_new_tokens=64, temperature=0.0, t
     drafted = sum(len(s.tree.tokens) if isinstance(s, TreeStep) else len(s.drafted) for s in steps)
     stats = dict(acceptance_rate=sum(s.accepted for s in steps) / drafted if drafted else 0.0,
                  tokens_per_call=len(tokens) / len(steps), target_calls=len(steps), drafted=drafted,
+                 draft_calls=getattr(method, "calls", 0) - calls0,
                  wall_time=wall, tokens_per_second=len(tokens) / wall)
     return Result(tokens, steps, stats)
 

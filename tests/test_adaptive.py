@@ -13,7 +13,6 @@ from scipy.stats import chisquare
 
 import minispec as ms
 from minispec.adaptive import ConfidenceDrafter, Fixed, Heuristic, as_policy
-from minispec.decode import Step
 
 
 def tiny(seed, base=None, noise=0.6, V=4, n_embd=8, block_size=16):
@@ -45,14 +44,14 @@ def test_int_gamma_validation_unchanged():
 
 
 def test_heuristic_schedule_known_answer():
-    """+2 after a fully accepted block, -1 otherwise, floor 1, cap max_gamma, empty rounds ignored."""
-    h = Heuristic(2, max_gamma=7)
+    """+2 after a fully accepted round, -1 otherwise, never below 1, rounds without drafts ignored."""
+    h = Heuristic(2)
     seen = []
     for drafted, accepted in [(2, 2), (4, 4), (6, 3), (5, 0), (4, 0), (3, 0), (2, 1), (1, 0), (0, 0), (1, 1),
                               (3, 3), (5, 5), (7, 7)]:
-        h.update(Step(list(range(drafted)), accepted, 0))
+        h.update(ms.Step(list(range(drafted)), accepted, 0))
         seen.append(h.gamma)
-    assert seen == [4, 6, 5, 4, 3, 2, 1, 1, 1, 3, 5, 7, 7]
+    assert seen == [4, 6, 5, 4, 3, 2, 1, 1, 1, 3, 5, 7, 9]
     h.reset()
     assert h.gamma == 2
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import minispec as ms
-from minispec.drafters import ModelDrafter, PromptLookupDrafter
+from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
 from minispec.model import WEIGHTS_DIR
 
 
@@ -68,7 +68,8 @@ def test_greedy_exact_with_every_drafter(random_gpt, gamma):
         ids = torch.randint(8, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist()
         ref = ms.generate(target, ids, 20).tokens
         for drafter in (draft, ModelDrafter(draft), PromptLookupDrafter(3, vocab_size=8),
-                        PromptLookupDrafter(1, vocab_size=8)):
+                        PromptLookupDrafter(1, vocab_size=8),
+                        FallbackDrafter(PromptLookupDrafter(3, 2, vocab_size=8), ModelDrafter(draft), 2)):
             assert ms.speculative_generate(target, drafter, ids, 20, gamma=gamma).tokens == ref
 
 
@@ -102,7 +103,8 @@ def test_sampling_lossless_with_lookup_and_negative_control(random_gpt, chi2_pva
     draft = random_gpt(vocab_size=V, n_layer=1, n_embd=16, seed=15, std=0.1)  # the bug costs TV ~0.25
     prompt = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes 2, 0, 1
     exact = _exact_two_tokens(target, prompt, V)
-    for drafter in (PromptLookupDrafter(2, vocab_size=V), ModelDrafter(draft)):
+    for drafter in (PromptLookupDrafter(2, vocab_size=V), ModelDrafter(draft),
+                    FallbackDrafter(PromptLookupDrafter(3, 3, vocab_size=V), ModelDrafter(draft))):
         assert chi2_pvalue(_two_token_counts(target, drafter, prompt, 600, V), exact) > 1e-3
     assert chi2_pvalue(_two_token_counts(target, ArgmaxWithSoftQ(draft), prompt, 600, V), exact) < 1e-3
 
@@ -117,6 +119,15 @@ def test_model_drafter_contract(random_gpt):
     assert d.cache.length == 2
     fresh = ModelDrafter(d.model)
     assert d.propose([1, 2, 3], 3)[0] == fresh.propose([1, 2, 3], 3)[0]  # the cropped cache is reused correctly
+
+
+def test_fallback_drafter(random_gpt):
+    model = ModelDrafter(random_gpt(vocab_size=8, n_layer=1, seed=7))
+    d = FallbackDrafter(PromptLookupDrafter(2, 2, vocab_size=8), model, then_gamma=2)
+    d.reset()
+    assert d.propose([1, 2, 3, 1, 2], 4)[0] == [3, 1, 2, 3] and d.calls == 0  # lookup matched "1 2"
+    tokens, q = d.propose([1, 2, 3, 4], 4)  # no repeated 2-gram: the model drafts, at most 2 tokens
+    assert len(tokens) == 2 and q.shape == (2, 8) and d.calls == 2
 
 
 @pytest.mark.skipif(not (WEIGHTS_DIR / "draft_distilled.pt").exists(), reason="distilled draft not trained yet")

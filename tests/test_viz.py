@@ -13,7 +13,6 @@ import torch
 
 import minispec as ms
 from minispec import viz
-from minispec.model import decode  # ms.decode is shadowed by the submodule minispec.decode
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -29,7 +28,7 @@ def sampled(byte_pair):
 
 def test_trace_segments_rebuild_the_output(sampled):
     segs = viz.trace_segments(sampled.steps, show_rejected=False)  # one segment per emitted token
-    assert [t for t, _ in segs] == [decode([t]) for t in sampled.tokens]
+    assert [t for t, _ in segs] == [ms.decode([t]) for t in sampled.tokens]
     kinds = [k for _, k in viz.trace_segments(sampled.steps)]
     assert kinds.count("accepted") == sum(s.accepted for s in sampled.steps)
     assert kinds.count("rejected") == sum(len(s.drafted) - s.accepted for s in sampled.steps)
