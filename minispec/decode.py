@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .adaptive import as_policy
-from .drafters import Drafter, ModelDrafter
-from .model import GPT
+from .drafters import as_drafter
 from .sampling import check_sampling_args, probs, sample
 from .verify import greedy_accept, speculative_accept
 
@@ -101,12 +100,7 @@ def speculative_generate(target, draft, ids, max_new_tokens=64, gamma=4, tempera
     gamma: an int, or a draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     """
     policy = as_policy(gamma)  # an int gamma < 1 raises ValueError here
-    if isinstance(draft, GPT):
-        draft = ModelDrafter(draft)
-    if not isinstance(draft, Drafter):
-        raise ValueError(f"draft must be a GPT or a Drafter, got {type(draft).__name__}")
-    if draft.vocab_size is not None and draft.vocab_size != target.config.vocab_size:
-        raise ValueError(f"draft vocab_size {draft.vocab_size} != target vocab_size {target.config.vocab_size}")
+    draft = as_drafter(draft, target)
     ids = _prepare(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
     g = torch.Generator().manual_seed(seed)
     draft.reset()

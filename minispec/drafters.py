@@ -126,3 +126,15 @@ class FallbackDrafter(Drafter):
 
     def reset(self):
         self.first.reset(), self.then.reset()
+
+
+def as_drafter(draft, target):
+    """A GPT becomes a ModelDrafter; anything else must be a Drafter with the target's vocabulary."""
+    from .model import GPT
+    if isinstance(draft, GPT):
+        draft = ModelDrafter(draft)
+    if not isinstance(draft, Drafter):
+        raise ValueError(f"draft must be a GPT or a Drafter, got {type(draft).__name__}")
+    if draft.vocab_size is not None and draft.vocab_size != target.config.vocab_size:
+        raise ValueError(f"draft vocab_size {draft.vocab_size} != target vocab_size {target.config.vocab_size}")
+    return draft

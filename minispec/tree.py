@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .decode import Result, Step, _prepare, _stop
-from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from .model import GPT
+from .drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from .sampling import probs, sample
 from .verify import multi_draft_accept
 
@@ -238,12 +237,7 @@ def tree_generate(target, draft, ids, max_new_tokens=64, branching=(4, 2, 2, 1),
     lookup: a PromptLookupDrafter whose matches are added as extra branches (temperature 0 only).
     Example: tree_generate(load_model("target"), load_model("draft"), encode("def "), 32).tokens
     """
-    if isinstance(draft, GPT):
-        draft = ModelDrafter(draft)
-    if not isinstance(draft, Drafter):
-        raise ValueError(f"draft must be a GPT or a Drafter, got {type(draft).__name__}")
-    if draft.vocab_size is not None and draft.vocab_size != target.config.vocab_size:
-        raise ValueError(f"draft vocab_size {draft.vocab_size} != target vocab_size {target.config.vocab_size}")
+    draft = as_drafter(draft, target)
     if not branching or any(int(k) != k or k < 1 for k in branching):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
     if lookup is not None and temperature > 0:
