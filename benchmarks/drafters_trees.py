@@ -1,6 +1,6 @@
 """Drafters and token trees against autoregressive decoding, temperature 0, held-out code prompts.
 
-    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 8 16 32]
+    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 8 16 32 64]
 
 Prints, for every method: tokens per target call, and the wall-time speedup over plain
 autoregressive decoding measured in the same run (each prompt decoded autoregressively right
@@ -39,7 +39,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32])
+    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64])
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, draft = ms.load_model("target"), ms.load_model("draft")
@@ -63,16 +63,15 @@ def main(argv=None):
     rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: tree_generate(
         target, draft, ids, n, branching=(3, 2, 1)), target, prompts, n)
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
-        depth, width = min(12, b // 2 + 2), 2 if b <= 16 else 4
+        depth, width = min(b, 24), 2 if b <= 16 else 4  # top-2 children of the `width` best nodes per depth
         rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", lambda ids: ms.speculative_generate(
             target, draft, ids, n, gamma=b), target, prompts, n)
         rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (depth {depth}, width {width})",
-                                      lambda ids: tree_generate(target, draft, ids, n, branching=(4,) * depth,
+                                      lambda ids: tree_generate(target, draft, ids, n, branching=(2,) * depth,
                                                                 width=width, budget=b), target, prompts, n)
     b = args.budgets[0]
-    depth = min(12, b // 2 + 2)
     rows["combo"] = measure(f"dynamic tree ({b} nodes) + lookup branches", lambda ids: tree_generate(
-        target, best, ids, n, branching=(4,) * depth, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
+        target, best, ids, n, branching=(2,) * b, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
         target, prompts, n)
     print("\ntree vs chain at equal draft budget (tokens per target call):")
     for b in args.budgets:

@@ -4,8 +4,11 @@ For each temperature and gamma, every prompt is decoded autoregressively and spe
 to back in this process, and the speedup is the median of these paired ratios (the machine is
 noisy; ratios from the same moment are not). Theory predicts the speedup from what was measured:
 alpha (from the fraction of drafts kept), c = draft step / target step, and v = the cost of one
-target call on gamma + 1 tokens relative to one on a single token:
-    predicted = (1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + v)
+target call on gamma + 1 tokens relative to one on a single token (all measured at the mean
+context length of the run). Per generated token that is the walltime formula
+    (1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + v);
+both methods also pay once for reading the prompt (prefill, P target steps and P_d for the draft),
+so for N new tokens the prediction is  (P + N) / (P + P_d + N (gamma * c + v) / E[tokens per call]).
 Writes figures/bench.md and figures/speedup.png.
 """
 import argparse
@@ -16,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import generate, load_model, speculative_generate
-from .theory import alpha_from_acceptance, expected_tokens
+from .theory import alpha_from_acceptance, speedup
 from .train import corpus_files
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
@@ -37,7 +40,8 @@ def bench_prompts(n=8, length=128):
 def step_cost(model, k, context=128, reps=60):
     """Median seconds of one cached forward over k new tokens after `context` cached ones."""
     cache, times = model.new_cache(), []
-    model(torch.zeros(1, context, dtype=torch.long), cache)
+    if context:
+        model(torch.zeros(1, context, dtype=torch.long), cache)
     x = torch.zeros(1, k, dtype=torch.long)
     for _ in range(reps):
         t = time.perf_counter()
@@ -50,11 +54,13 @@ def step_cost(model, k, context=128, reps=60):
 def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES):
     target, draft = load_model("target"), load_model("draft")
     prompts = bench_prompts(n_prompts)
-    t1 = step_cost(target, 1)
-    c = step_cost(draft, 1) / t1
-    v = {g: step_cost(target, g + 1) / t1 for g in gammas}
-    print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}; verify cost v(gamma+1): "
-          + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
+    ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
+    t1 = step_cost(target, 1, ctx)
+    c = step_cost(draft, 1, ctx) / t1
+    v = {g: step_cost(target, g + 1, ctx) / t1 for g in gammas}
+    P, Pd = (step_cost(m, len(prompts[0]), 0, reps=20) / t1 for m in (target, draft))  # prefill
+    print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}, prefill P = {P:.1f}, P_d = {Pd:.1f} "
+          "target steps; verify cost v(gamma+1): " + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
     generate(target, prompts[0], 16)  # warm up
     rows = []
     head = "| temp | gamma | acceptance | tokens/call | speedup (median) | predicted | pred/meas |"
@@ -73,14 +79,16 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES):
                 toks += len(sp.tokens)
             acc = kept / drafted
             alpha = alpha_from_acceptance(acc, g)
-            pred = expected_tokens(alpha, g) / (g * c + v[g])
+            pred = speedup(alpha, g, c, v[g], max_new_tokens, P, Pd)
             meas = statistics.median(ratios)
             rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls, speedup=meas,
                              predicted=pred))
             print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {meas:.2f}x | {pred:.2f}x | {pred / meas:.2f} |",
                   flush=True)
     out.mkdir(exist_ok=True)
-    lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; {n_prompts} held-out prompts, {max_new_tokens} new tokens.",
+    lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; prefill P = {P:.1f}, P_d = {Pd:.1f} target steps; "
+             f"{n_prompts} held-out prompts, {max_new_tokens} new tokens; torch threads {torch.get_num_threads()}.",
+             "v(gamma+1) = " + ", ".join(f"{v[g]:.2f}" for g in gammas) + f" for gamma = {gammas[0]}..{gammas[-1]}.",
              "", head, "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | "
               f"{r['speedup']:.2f}x | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]

@@ -42,9 +42,17 @@ def alpha_from_acceptance(rate, gamma):
     return (lo + hi) / 2
 
 
-def speedup(alpha, gamma, c, v=1.0):
-    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
-    return expected_tokens(alpha, gamma) / (gamma * c + v)
+def speedup(alpha, gamma, c, v=1.0, n_tokens=None, prefill=0.0, draft_prefill=0.0):
+    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v).
+
+    With n_tokens, count the one-off cost of reading the prompt too (prefill: target steps it
+    costs; draft_prefill: the draft's, in target steps), which both methods pay:
+    (prefill + n) / (prefill + draft_prefill + n (gamma c + v) / E[tokens per call]).
+    """
+    per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per generated token
+    if n_tokens is None:
+        return 1 / per_token
+    return (prefill + n_tokens) / (prefill + draft_prefill + n_tokens * per_token)
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):
