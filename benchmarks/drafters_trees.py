@@ -10,7 +10,6 @@ budgets (drafted tokens verified per target call), tree vs chain tokens per targ
 """
 import argparse
 import statistics
-import time
 
 import torch
 

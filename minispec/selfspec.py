@@ -13,7 +13,6 @@ step into the child holding x if any. Every token is a draw from p: lossless. Me
 acceptance (tree.typical_accept) is the faster, lossy alternative.
 """
 import argparse
-import statistics
 import time
 from functools import partial
 
@@ -21,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .decode import Result, Step, _prepare, _stop, generate
+from .decode import Result, Step, _prepare, _stop
 from .drafters import Drafter
 from .model import WEIGHTS_DIR, load_model
 from .sampling import probs, sample
@@ -321,54 +320,20 @@ def self_speculative_generate(method, ids, max_new_tokens=64, temperature=0.0, t
     return Result(tokens, steps, stats)
 
 
-def compare(target, methods, prompts, max_new_tokens=64, temperature=0.0):
-    """methods: name -> fn(ids, **kw) -> Result. The speedup: median ratio to generate() run just before."""
-    rows = {}
-    for name, fn in methods.items():
-        ratios, kept, drafted, calls, toks, same = [], 0, 0, 0, 0, True
-        for i, ids in enumerate(prompts):
-            kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=i)
-            ar, res = generate(target, ids, **kw), fn(ids, **kw)
-            ratios.append(ar.stats["wall_time"] / res.stats["wall_time"])
-            kept, drafted = kept + sum(s.accepted for s in res.steps), drafted + res.stats.get("drafted", 0)
-            calls, toks, same = calls + len(res.steps or ar.tokens), toks + len(res.tokens), same and res.tokens == ar.tokens
-        rows[name] = dict(acceptance=kept / drafted if drafted else 0.0, tokens_per_call=toks / calls,
-                          speedup=statistics.median(ratios), same_as_greedy=same)
-    return rows
-
-
 def main(argv=None):
-    from .bench import bench_prompts
-    from .decode import speculative_generate
-    ap = argparse.ArgumentParser(prog="python -m minispec.selfspec", description="Self-speculative decoding.")
-    ap.add_argument("cmd", choices=["train-medusa", "bench"], help="train Medusa heads on the frozen target, "
-                    "or time every method against autoregressive decoding")
+    ap = argparse.ArgumentParser(prog="python -m minispec.selfspec train-medusa",
+                                 description="Train Medusa heads on the frozen target (the shipped medusa_heads.pt).")
+    ap.add_argument("cmd", choices=["train-medusa"])
     ap.add_argument("--target", default="target", help="shipped model name or path to a .pt file")
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--out", default=str(MEDUSA_PATH))
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
     args, t0 = ap.parse_args(argv), time.time()
-    target = load_model(args.target)
-    if args.cmd == "train-medusa":
-        heads = train_medusa(target, args.heads, args.steps)
-        print("held-out top-1 accuracy per head:", " ".join(f"{a[0]:.3f}" for a in heads.accuracy))
-        save_medusa(heads, args.out, command=f"python -m minispec.selfspec train-medusa --heads {args.heads} "
-                    f"--steps {args.steps}", train_seconds=round(time.time() - t0))
-        return print(f"saved {args.out} ({time.time() - t0:.0f} s)")
-    heads, draft, N = load_medusa(target), load_model("draft"), target.config.n_layer
-    run = lambda m: lambda ids, **kw: self_speculative_generate(m, ids, **kw)
-    methods = {f"early exit k={k}, gamma={g}": run(EarlyExitDrafter(target, k, g)) for k in range(1, N) for g in (2, 4)}
-    methods["Medusa chain (top-1 of each head)"] = run(MedusaDrafter(target, heads, [(0,) * len(heads.res)]))
-    methods |= {f"Medusa tree, {s} nodes": run(MedusaDrafter(target, heads, medusa_tree(heads.accuracy, s))) for s in (4, 8, 12)}
-    methods |= {"Jacobi W=4": run(Lookahead(target, 4, candidates=0)), "lookahead W=4 N=3 G=3": run(Lookahead(target)),
-                "draft model, gamma=4": lambda ids, **kw: speculative_generate(target, draft, ids, gamma=4, **kw)}
-    generate(target, bench_prompts(1)[0], 16)  # warm up
-    rows = compare(target, methods, bench_prompts(args.prompts), args.max_new_tokens)
-    print("| method | acceptance | tokens/call | speedup (median) | same as greedy |\n|---|---|---|---|---|")
-    for name, r in rows.items():
-        print(f"| {name} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | {r['speedup']:.2f}x | {r['same_as_greedy']} |")
+    heads = train_medusa(load_model(args.target), args.heads, args.steps)
+    print("held-out top-1 accuracy per head:", " ".join(f"{a[0]:.3f}" for a in heads.accuracy))
+    save_medusa(heads, args.out, command=f"python -m minispec.selfspec train-medusa --heads {args.heads} "
+                f"--steps {args.steps}", train_seconds=round(time.time() - t0))
+    print(f"saved {args.out} ({time.time() - t0:.0f} s)")
 
 
 if __name__ == "__main__":

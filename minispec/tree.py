@@ -104,7 +104,7 @@ def grow_tree(drafter, context, branching=(4, 2, 2, 1), width=None, temperature=
     """
     if drafter.cache is None:
         drafter.reset()
-    tree, level, n = Tree(), [-1], len(context)
+    tree, level = Tree(), [-1]
     for d, k in enumerate(branching):
         fed = (len(tree.tokens) - len(level), len(tree.tokens)) if d else None
         logits = score_tree(drafter.model, drafter.cache, context, tree, fed)[-len(level):]  # (len(level), V)

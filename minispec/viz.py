@@ -159,6 +159,7 @@ def pq_explorer(target, draft, prompt, top=12):
     """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (applied to both)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
+    from IPython.display import display
     lp, lq = (m(torch.tensor([encode(prompt)]))[0, -1].detach() for m in (target, draft))  # (V,)
 
     def show(temperature):
