@@ -51,8 +51,8 @@ def step_cost(model, k, context=128, reps=60):
     return statistics.median(times[5:])
 
 
-def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES):
-    target, draft = load_model("target"), load_model("draft")
+def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft="draft"):
+    target, draft_name, draft = load_model("target"), draft, load_model(draft)
     prompts = bench_prompts(n_prompts)
     ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
     t1 = step_cost(target, 1, ctx)
@@ -87,17 +87,18 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES):
                   flush=True)
     out.mkdir(exist_ok=True)
     lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; prefill P = {P:.1f}, P_d = {Pd:.1f} target steps; "
-             f"{n_prompts} held-out prompts, {max_new_tokens} new tokens; torch threads {torch.get_num_threads()}.",
+             f"target + {draft_name}; {n_prompts} held-out prompts, {max_new_tokens} new tokens; "
+             f"torch threads {torch.get_num_threads()}.",
              "v(gamma+1) = " + ", ".join(f"{v[g]:.2f}" for g in gammas) + f" for gamma = {gammas[0]}..{gammas[-1]}.",
              "", head, "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | "
               f"{r['speedup']:.2f}x | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
-    plot(rows, out / "speedup.png")
+    plot(rows, out / "speedup.png", f"Speculative decoding, shipped target + {draft_name} (CPU)")
     return rows
 
 
-def plot(rows, path):
+def plot(rows, path, title="Speculative decoding, shipped target + draft (CPU)"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -108,7 +109,7 @@ def plot(rows, path):
         ax.plot([r["gamma"] for r in rs], [r["predicted"] for r in rs], "--", color=color, label=f"theory, T={temp}")
     ax.axhline(1, color="gray", lw=0.8)
     ax.set(xlabel="gamma (drafted tokens per target call)", ylabel="speedup vs autoregressive",
-           title="Speculative decoding, shipped target + draft (CPU)")
+           title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -121,8 +122,10 @@ def main(argv=None):
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap.add_argument("--draft", default="draft", help="shipped draft name (e.g. draft_distilled) or a .pt path")
+    ap.add_argument("--out", type=Path, default=FIGURES, help="folder for bench.md and speedup.png")
     args = ap.parse_args(argv)
-    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens)
+    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft)
 
 
 if __name__ == "__main__":
