@@ -61,14 +61,16 @@ def early_exit_loss(exits, y):
 
 
 @torch.no_grad()
-def bits_per_byte(model, data, block_size=256, max_windows=64):
-    """Held-out bits per byte of every exit (last entry: the full model), non-overlapping windows."""
+def bits_per_byte(model, data, block_size=256, max_windows=128):
+    """Held-out bits per byte of every exit (last entry: the full model), over up to max_windows
+    non-overlapping windows spread evenly across the data (so every held-out file counts)."""
     model.eval()
     n = min(max_windows, (len(data) - 1) // block_size)
     totals = torch.zeros(model.config.n_layer)
     for w in range(n):
-        x = data[w * block_size:(w + 1) * block_size][None]
-        y = data[w * block_size + 1:(w + 1) * block_size + 1]
+        s = w * ((len(data) - 1) // n)
+        x = data[s:s + block_size][None]
+        y = data[s + 1:s + block_size + 1]
         for l, logits in enumerate(model(x, all_exits=True)):
             totals[l] += F.cross_entropy(logits[0], y)
     return (totals / n / math.log(2)).tolist()
