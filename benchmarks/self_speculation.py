@@ -48,6 +48,8 @@ def main(argv=None):
     run = lambda m: lambda ids, **kw: self_speculative_generate(m, ids, **kw)
     methods = {f"early exit k={k}, gamma={g}": run(EarlyExitDrafter(target, k, g))
                for k in range(1, N) for g in ((1, 2, 3, 4) if k <= 2 else (2, 4))}
+    methods |= {f"early exit k={k}, gamma<=8, stop below confidence {t}": run(EarlyExitDrafter(target, k, 8, t))
+                for k in (1, 2) for t in (0.3, 0.5, 0.7)}  # Draft & Verify's adaptive draft length
     methods["Medusa chain (top-1 of each head)"] = run(MedusaDrafter(target, heads, [(0,) * len(heads.res)]))
     methods |= {f"Medusa tree, {s} nodes": run(MedusaDrafter(target, heads, medusa_tree(heads.accuracy, s)))
                 for s in (2, 4, 8, 12)}

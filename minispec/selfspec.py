@@ -54,16 +54,22 @@ def hidden_states(model, idx):
 class EarlyExitDrafter(Drafter):
     """Blocks 1..k + ln_f + head draft. A Drafter for speculative_generate (which re-runs the whole
     target), and with self_speculative_generate it verifies on the same cache (`verify`).
+    threshold: stop a round after the first draft whose exit-k confidence (max softmax) is below it,
+    as Draft & Verify (Zhang et al. 2024) does; gamma is then the longest round. Still lossless:
+    the round's length depends only on the drafts themselves.
     Example: self_speculative_generate(EarlyExitDrafter(load_model("target"), k=2), encode("def "), 16)
     """
 
-    def __init__(self, model, k=2, gamma=4):
+    def __init__(self, model, k=2, gamma=4, threshold=None):
         N = model.config.n_layer
         if int(k) != k or not 1 <= k <= N - 1:
             raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, got {k}")
         if int(gamma) != gamma or gamma < 1:
             raise ValueError(f"gamma (draft length) must be an integer >= 1, got {gamma}")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         self.model, self.k, self.gamma, self.vocab_size, self.calls = model, int(k), int(gamma), model.config.vocab_size, 0
+        self.threshold = threshold
         self.reset()
 
     def reset(self):
@@ -81,10 +87,13 @@ class EarlyExitDrafter(Drafter):
     def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         seq, qs = list(context), []
         for _ in range(gamma):
-            q = probs(self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1])), temperature, top_k, top_p)  # (V,)
+            logits = self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1]))  # (V,)
+            q = probs(logits, temperature, top_k, top_p)
             self.calls += 1
             seq.append(sample(q, generator) if temperature > 0 else int(q.argmax()))
             qs.append(q)
+            if self.threshold is not None and float(logits.softmax(-1).max()) < self.threshold:
+                break  # unsure: verify now (the unsure draft itself may well be right)
         return seq[len(context):], torch.stack(qs) if qs else torch.zeros(0, self.vocab_size)
 
     @torch.inference_mode()

@@ -28,6 +28,7 @@ METHODS = {
     "early exit k=1 gamma=1": lambda m: EarlyExitDrafter(m, 1, 1),
     "early exit k=1 gamma=4": lambda m: EarlyExitDrafter(m, 1, 4),
     "early exit k=2 gamma=3": lambda m: EarlyExitDrafter(m, 2, 3),
+    "early exit k=1 gamma=6 threshold=0.5": lambda m: EarlyExitDrafter(m, 1, 6, threshold=0.5),
     "medusa chain": lambda m: MedusaDrafter(m, _heads(m), [(0, 0, 0)]),
     "medusa tree": lambda m: MedusaDrafter(m, _heads(m), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]),
     "jacobi W=1": lambda m: Lookahead(m, 1, candidates=0),
@@ -56,6 +57,18 @@ def test_early_exit_drafter_works_in_speculative_generate(random_gpt):
     for k, gamma in ((1, 3), (2, 2)):
         res = ms.speculative_generate(m, EarlyExitDrafter(m, k), [1, 2], 30, gamma=gamma)
         assert res.tokens == ms.generate(m, [1, 2], 30).tokens
+
+
+def test_early_exit_confidence_stop_shortens_rounds(random_gpt):
+    """threshold 1: every draft is 'unsure', one per round; threshold 0: always the full gamma."""
+    m = random_gpt(vocab_size=16, n_layer=3, n_head=2, n_embd=32, seed=2, std=0.3)
+    res = [self_speculative_generate(EarlyExitDrafter(m, 1, 5, threshold=t), [1, 2], 30) for t in (1.0, 0.0)]
+    for r, longest in zip(res, (1, 5)):
+        done = 0
+        for s in r.steps:  # near the end a round drafts only what still fits in max_new_tokens
+            assert len(s.drafted) == min(longest, 30 - done - 1)
+            done += s.accepted + 1
+    assert res[0].tokens == res[1].tokens == ms.generate(m, [1, 2], 30).tokens
 
 
 def test_early_exit_reuses_the_shared_cache(random_gpt):
@@ -115,6 +128,7 @@ def _counts(method, prompt, n, runs, temperature, top_k):
 
 LOSSLESS = {  # (method, temperature, top_k)
     "early exit": (lambda m: EarlyExitDrafter(m, 1, 2), 1.0, None),
+    "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, 3, threshold=0.6), 1.0, None),
     "medusa tree": (lambda m: MedusaDrafter(m, _heads(m, 2, std=0.5), [(0,), (1,), (0, 0), (1, 1)]), 0.7, 2),
     "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 1.0, None),
 }
@@ -149,6 +163,9 @@ def test_bad_settings_raise(random_gpt):
             EarlyExitDrafter(m, k)
     with pytest.raises(ValueError, match="gamma"):
         EarlyExitDrafter(m, 1, gamma=0)
+    for threshold in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="threshold"):
+            EarlyExitDrafter(m, 1, threshold=threshold)
     with pytest.raises(ValueError, match="n_heads"):
         MedusaHeads(m, 0)
     with pytest.raises(ValueError, match="tree"):
