@@ -15,7 +15,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minispec", description="Speculative decoding demo.")
     ap.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
     ap.add_argument("--gamma", type=int, default=4, help="tokens drafted per target call")
-    ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    ap.add_argument("--temperature", type=float, default=0.8,
+                    help="0 = greedy (these small byte models then tend to fall into runs of spaces); "
+                         "sampling is lossless, reproducible with --seed")
     ap.add_argument("--top-k", type=int)
     ap.add_argument("--top-p", type=float)
     ap.add_argument("--max-new-tokens", type=int, default=120)
