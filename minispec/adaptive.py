@@ -39,6 +39,11 @@ class Heuristic(Fixed):
             self.gamma = self.gamma + 2 if step.bonus else max(1, self.gamma - 1)
 
 
+def unsure(logits, threshold):
+    """The confidence stop: the drafter's max softmax is below threshold (never, for None)."""
+    return threshold is not None and float(logits.softmax(-1).max()) < threshold
+
+
 def as_policy(gamma):
     """An int becomes Fixed(gamma); a policy object is used as it is."""
     return gamma if hasattr(gamma, "update") else Fixed(gamma)
@@ -68,6 +73,6 @@ class ConfidenceDrafter(ModelDrafter):
             qs.append(probs(logits, temperature, top_k, top_p))
             tokens.append(sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax()))
             new = tokens[-1:]
-            if float(logits.softmax(-1).max()) < self.threshold:
+            if unsure(logits, self.threshold):
                 break  # the unsure token is still proposed: it may well be right
         return tokens, torch.stack(qs) if qs else torch.zeros(0, self.vocab_size)

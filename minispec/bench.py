@@ -51,8 +51,8 @@ def step_cost(model, k, context=128, reps=60):
     return statistics.median(times[5:])
 
 
-def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft="draft"):
-    target, draft_name, draft = load_model("target"), draft, load_model(draft)
+def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft"):
+    target, draft = load_model("target"), load_model(draft_name)
     prompts = bench_prompts(n_prompts)
     ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
     t1 = step_cost(target, 1, ctx)

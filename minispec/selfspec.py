@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .adaptive import unsure
 from .decode import Result, Step, _prepare, _stop
 from .drafters import Drafter
 from .model import WEIGHTS_DIR, load_model
@@ -92,8 +93,8 @@ class EarlyExitDrafter(Drafter):
             self.calls += 1
             seq.append(sample(q, generator) if temperature > 0 else int(q.argmax()))
             qs.append(q)
-            if self.threshold is not None and float(logits.softmax(-1).max()) < self.threshold:
-                break  # unsure: verify now (the unsure draft itself may well be right)
+            if unsure(logits, self.threshold):
+                break  # verify now (the unsure draft itself may well be right)
         return seq[len(context):], torch.stack(qs) if qs else torch.zeros(0, self.vocab_size)
 
     @torch.inference_mode()
