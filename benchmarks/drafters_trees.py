@@ -6,15 +6,22 @@ Prints, for every method: tokens per target call, and the wall-time speedup over
 autoregressive decoding measured in the same run (each prompt decoded autoregressively right
 before the method; the median of these paired ratios, and the ratio of total times). Every
 method's output is checked to equal the autoregressive greedy output. Then, at equal draft
-budgets (drafted tokens verified per target call), tree vs chain tokens per target call.
+budgets (drafted tokens verified per target call), tree vs chain tokens per target call, and what
+the best *static* tree could do: at temperature 0 a rank-path tree accepts the longest prefix of
+the ranks (under the draft) of the target's greedy tokens, so its tokens per call can be replayed
+exactly from those ranks. The tree of `b` rank paths most often seen at round starts on 10 other
+held-out prompts is fitted (a few rounds of refitting, as round starts depend on the tree) and
+replayed on the benchmark prompts.
 """
 import argparse
+import collections
 import statistics
 
 import torch
 
 import minispec as ms
 from minispec.bench import bench_prompts
+from minispec.adaptive import ConfidenceDrafter
 from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
 from minispec.model import WEIGHTS_DIR
 from minispec.tree import tree_generate
@@ -32,6 +39,44 @@ def measure(name, run, target, prompts, n):
     row = dict(name=name, tokens_per_call=toks / calls, speedup=statistics.median(ratios), total=t_ar / t_m)
     print(f"| {name:42} | {row['tokens_per_call']:5.2f} | {row['speedup']:5.2f}x | {row['total']:5.2f}x |", flush=True)
     return row
+
+
+@torch.inference_mode()
+def draft_ranks(target, draft, prompts, n):
+    """For each prompt: the rank under the draft of each greedy token of the target (0: its top-1)."""
+    out = []
+    for ids in prompts:
+        seq = torch.tensor([ids + ms.generate(target, ids, n).tokens])
+        best = target(seq)[0, len(ids) - 1:-1].argmax(-1)  # (n,)
+        logits = draft(seq)[0, len(ids) - 1:-1]  # (n, V)
+        out.append((logits > logits.gather(1, best[:, None])).sum(1).tolist())
+    return out
+
+
+def replay(ranks, tree):
+    """Tokens per target call of a static rank-path tree (a set of rank tuples), and the round starts."""
+    calls, toks, starts = 0, 0, []
+    for r in ranks:
+        i = 0
+        while i < len(r):
+            starts.append((r, i))
+            m = 0
+            while i + m < len(r) - 1 and tuple(r[i:i + m + 1]) in tree:
+                m += 1
+            i, calls = i + m + 1, calls + 1
+        toks += len(r)
+    return toks / calls, starts
+
+
+def fit_static_tree(ranks, b, rounds=8):
+    """The b rank paths seen most often from the round starts (refitted `rounds` times), best of all fits."""
+    tree, best = {(0,) * k for k in range(1, b + 1)}, (0.0, None)
+    for _ in range(rounds):
+        count = collections.Counter(tuple(r[i:i + m]) for r, i in replay(ranks, tree)[1]
+                                    for m in range(1, min(64, len(r) - i) + 1))
+        tree = set(sorted(count, key=lambda p: (-count[p], len(p), p))[:b])  # a prefix is never rarer: a tree
+        best = max(best, (replay(ranks, tree)[0], tree), key=lambda x: x[0])
+    return best[1]
 
 
 def main(argv=None):
@@ -54,11 +99,14 @@ def main(argv=None):
         rows[f"chain {label}"] = measure(f"chain, {label}, gamma=4", lambda ids: ms.speculative_generate(
             target, d, ids, n, gamma=4), target, prompts, n)
     best = drafts.get("distilled", draft)
-    for g in (8, 12):
-        rows[f"lookup {g}"] = measure(f"prompt lookup, gamma={g}", lambda ids: ms.speculative_generate(
-            target, PromptLookupDrafter(3), ids, n, gamma=g), target, prompts, n)
-        rows[f"fallback {g}"] = measure(f"lookup (n>=2, gamma={g}) else model (gamma=4)", lambda ids: ms.speculative_generate(
-            target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=g), target, prompts, n)
+    rows["lookup"] = measure("prompt lookup, gamma=12", lambda ids: ms.speculative_generate(
+        target, PromptLookupDrafter(3), ids, n, gamma=12), target, prompts, n)
+    rows["fallback"] = measure("lookup (n>=2, gamma=12) else model (gamma=4)", lambda ids: ms.speculative_generate(
+        target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=12), target, prompts, n)
+    rows["fallback conf"] = measure("lookup (n>=3, gamma=16) else model (gamma<=8, stop < 0.5)",
+                                    lambda ids: ms.speculative_generate(target, FallbackDrafter(
+                                        PromptLookupDrafter(4, 3), ConfidenceDrafter(best, 0.5), 8), ids, n, gamma=16),
+                                    target, prompts, n)
     rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: tree_generate(
         target, draft, ids, n, branching=(3, 2, 1)), target, prompts, n)
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
@@ -72,10 +120,17 @@ def main(argv=None):
     rows["combo"] = measure(f"dynamic tree ({b} nodes) + lookup branches", lambda ids: tree_generate(
         target, best, ids, n, branching=(2,) * b, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
         target, prompts, n)
-    print("\ntree vs chain at equal draft budget (tokens per target call):")
+    ranks = draft_ranks(target, draft, prompts, n)
+    fit_on = draft_ranks(target, draft, bench_prompts(args.prompts + 10)[args.prompts:], n)  # 10 other prompts
+    seen = collections.Counter(min(x, 3) for r in ranks for x in r)
+    print("\nrank of the target's greedy token under the draft: " + ", ".join(
+        f"{'3+' if k == 3 else k}: {v / sum(seen.values()):.3f}" for k, v in sorted(seen.items())))
+    print("tree vs chain at equal draft budget (tokens per target call; static: replayed, fitted elsewhere):")
     for b in args.budgets:
         c, t = rows[f"chain b={b}"]["tokens_per_call"], rows[f"tree b={b}"]["tokens_per_call"]
-        print(f"  budget {b:2}: chain {c:.2f}  tree {t:.2f}  ratio {t / c:.2f}x")
+        s = replay(ranks, fit_static_tree(fit_on, b))[0]
+        print(f"  budget {b:2}: chain {c:.2f} (replayed {replay(ranks, {(0,) * k for k in range(1, b + 1)})[0]:.2f})"
+              f"  dynamic tree {t:.2f}  ratio {t / c:.2f}x  best static tree {s:.2f}  ratio {s / c:.2f}x")
     best_row = max(rows.values(), key=lambda r: r["speedup"])
     print(f"best: {best_row['name']}: {best_row['speedup']:.2f}x (median), {best_row['total']:.2f}x (total time)")
 

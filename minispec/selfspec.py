@@ -29,7 +29,7 @@ from .train import corpus_files, get_batch, load_bytes
 from .tree import Tree, TreeStep, keep_path, tree_mask, typical_accept, verify_tree
 from .verify import greedy_accept, speculative_accept
 
-MEDUSA_PATH = WEIGHTS_DIR / "medusa_heads.pt"
+MEDUSA_PATH, HYDRA_PATH = WEIGHTS_DIR / "medusa_heads.pt", WEIGHTS_DIR / "hydra_heads.pt"
 
 
 def _embed(model, idx, pos):
@@ -124,22 +124,46 @@ class EarlyExitDrafter(Drafter):
 class MedusaHeads(nn.Module):
     """Head i: logits_i = lm_head(h_t + SiLU(W_i h_t + b_i)) guesses token t + 2 + i; W_i = 0 at first,
     so an untrained head repeats the target's next-token guess (Medusa-1's init).
+    sequential=True (Hydra, Ankner et al. 2024): head i also reads the token before its guess,
+        z_0 = h_t,  z_{i+1} = z_i + SiLU(W_i [z_i; e(x_{t+1+i})] + b_i),  logits_i = lm_head(z_{i+1}),
+    so each guess is conditioned on the path drafted so far (e: the target's own embedding).
     Example: MedusaHeads(load_model("target"), n_heads=4)(torch.zeros(256)).shape == (4, 256)
     """
 
-    def __init__(self, model, n_heads=4):
+    def __init__(self, model, n_heads=4, sequential=False):
         super().__init__()
         if int(n_heads) != n_heads or n_heads < 1:
             raise ValueError(f"n_heads must be an integer >= 1, got {n_heads}")
-        self.res = nn.ModuleList(nn.Linear(model.config.n_embd, model.config.n_embd) for _ in range(n_heads))
+        C, self.sequential = model.config.n_embd, bool(sequential)
+        self.res = nn.ModuleList(nn.Linear(2 * C if sequential else C, C) for _ in range(n_heads))
         for lin in self.res:
             nn.init.zeros_(lin.weight), nn.init.zeros_(lin.bias)
         self.target = (model,)  # a tuple: the frozen target is not a submodule (neither trained nor saved)
         self.accuracy = None  # accuracy[i][r]: how often head i's rank-r guess is the target's token
 
-    def forward(self, h):  # (..., C) -> (..., n_heads, V)
-        W = self.target[0].lm_head.weight.detach()
-        return torch.stack([F.linear(h + F.silu(lin(h)), W) for lin in self.res], -2)
+    def logits(self, z):
+        return F.linear(z, self.target[0].lm_head.weight.detach())
+
+    def forward(self, h):  # (..., C) -> (..., n_heads, V), Medusa-1 heads only
+        if self.sequential:
+            raise ValueError("sequential heads need the drafted tokens: use advance() or unroll()")
+        return torch.stack([self.logits(h + F.silu(lin(h))) for lin in self.res], -2)
+
+    def advance(self, z, i, token):
+        """Sequential head i: z_i (..., C) and the token x_{t+1+i} (...) -> z_{i+1}; lm_head(z_{i+1}) guesses."""
+        e = F.embedding(torch.as_tensor(token), self.target[0].wte.weight.detach())  # the target stays frozen
+        return z + F.silu(self.res[i](torch.cat([z, e], -1)))
+
+    def unroll(self, h, x):
+        """h (B, T, C) the hidden states of x (B, T) -> [head i's logits at t = 0..T-2-i: (B, T-1-i, V)]."""
+        T, z, out = x.shape[1], h, []
+        for i in range(len(self.res)):
+            if self.sequential:  # teacher forcing: head i reads the true token x_{t+1+i}
+                z = self.advance(z[:, :T - 1 - i], i, x[:, 1 + i:])
+                out.append(self.logits(z))
+            else:
+                out.append(self(h[:, :T - 1 - i])[:, :, i])
+        return out
 
 
 def medusa_loss(model, heads, x):
@@ -147,30 +171,35 @@ def medusa_loss(model, heads, x):
     with torch.no_grad():
         h = hidden_states(model, x)  # (B, T, C)
         p = torch.softmax(model.lm_head(h), -1)  # (B, T, V)
-    logq, T = torch.log_softmax(heads(h), -1), x.shape[1]  # (B, T, K, V)
-    return sum(-(p[:, 1 + i:] * logq[:, :T - 1 - i, i]).sum(-1).mean() for i in range(len(heads.res))) / len(heads.res)
+    out = heads.unroll(h, x)
+    return sum(-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean() for i, lg in enumerate(out)) / len(out)
 
 
 @torch.no_grad()
 def head_accuracy(model, heads, data, top=4, block_size=256, max_windows=16):
-    """accuracy[i][r]: fraction of positions where head i's rank-r guess is the target's argmax at t + 2 + i."""
+    """accuracy[i][r]: fraction of positions where head i's rank-r guess is the target's argmax at t + 2 + i
+    (sequential heads read the true tokens before their guess). data: a byte tensor, read in windows,
+    or a list of token sequences, e.g. prompts + their greedy continuations (the regime heads are used in)."""
     hits, total = torch.zeros(len(heads.res), top), torch.zeros(len(heads.res), 1)
-    for w in range(min(max_windows, (len(data) - 1) // block_size)):
-        h = hidden_states(model, data[None, w * block_size:(w + 1) * block_size])[0]  # (T, C)
-        best, ranks = model.lm_head(h).argmax(-1), heads(h).topk(top, -1).indices  # (T,), (T, K, top)
-        for i in range(len(heads.res)):
-            hits[i] += (ranks[:len(h) - 1 - i, i] == best[1 + i:, None]).float().sum(0)
-            total[i] += len(h) - 1 - i
+    windows = ([torch.as_tensor(seq) for seq in data] if isinstance(data, list) else
+               [data[w * block_size:(w + 1) * block_size] for w in range(min(max_windows, (len(data) - 1) // block_size))])
+    for x in windows:
+        h = hidden_states(model, x[None])
+        best = model.lm_head(h)[0].argmax(-1)  # (T,)
+        for i, lg in enumerate(heads.unroll(h, x[None])):
+            hits[i] += (lg[0].topk(top, -1).indices == best[1 + i:, None]).float().sum(0)
+            total[i] += lg.shape[1]
     return (hits / total).tolist()
 
 
 def train_medusa(model, n_heads=4, steps=300, batch_size=8, block_size=128, lr=3e-3, seed=0, log_every=50,
-                 data=None, held=None):
-    """Medusa-1: heads trained on the frozen target (data, held: byte tensors; default the corpus).
+                 data=None, held=None, sequential=False):
+    """Medusa-1 (or Hydra: sequential=True) heads trained on the frozen target (data, held: byte tensors;
+    default the corpus).
     Example: train_medusa(load_model("target"), steps=20).accuracy"""
     if data is None or held is None:
         data, held = (load_bytes(files) for files in corpus_files())
-    heads, g = MedusaHeads(model, n_heads), torch.Generator().manual_seed(seed)
+    heads, g = MedusaHeads(model, n_heads, sequential), torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=0.0)
     for step in range(1, steps + 1):
         loss = medusa_loss(model, heads, get_batch(data, batch_size, block_size, g)[0])
@@ -183,13 +212,15 @@ def train_medusa(model, n_heads=4, steps=300, batch_size=8, block_size=128, lr=3
 
 def save_medusa(heads, path=MEDUSA_PATH, **card):
     state = {k: v.half() for k, v in heads.state_dict().items()}  # fp16 on disk, like the models
-    torch.save(dict(n_heads=len(heads.res), state_dict=state, accuracy=heads.accuracy, card=card), path)
+    torch.save(dict(n_heads=len(heads.res), sequential=heads.sequential, state_dict=state, accuracy=heads.accuracy,
+                    card=card), path)
 
 
 def load_medusa(model, path=MEDUSA_PATH):
-    """The shipped heads on top of `model`. Example: load_medusa(load_model("target")).accuracy"""
+    """The shipped heads on top of `model` (path=HYDRA_PATH: the sequential ones).
+    Example: load_medusa(load_model("target")).accuracy"""
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    heads = MedusaHeads(model, ckpt["n_heads"])
+    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False))
     heads.load_state_dict({k: v.float() for k, v in ckpt["state_dict"].items()})
     heads.accuracy = ckpt["accuracy"]
     return heads.eval()
@@ -261,10 +292,27 @@ class MedusaDrafter:
     def step(self, context, budget, temperature, top_k, top_p, g):
         tree = Tree()
         if self.h is not None and budget > 0:  # the heads read the hidden state that predicted context[-1]
-            top = self.heads(self.h).topk(1 + max(max(r) for r in self.tree), -1).indices.tolist()  # (K, r)
-            paths = [[top[d][r] for d, r in enumerate(ranks)][:budget] for ranks in self.tree]
-            tree = _tree(paths, self.model.config.block_size - len(context))
+            tree = _tree(self._guesses(context[-1], budget), self.model.config.block_size - len(context))
         return _tree_step(self, context, tree, temperature, top_k, top_p, g, self.rule)
+
+    def _guesses(self, last, budget):
+        """The token path of every rank path in self.tree (at most `budget` long)."""
+        R = 1 + max(max(r) for r in self.tree)
+        if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before
+            top = self.heads(self.h).topk(R, -1).indices.tolist()  # (K, R)
+            return [[top[d][r] for d, r in enumerate(ranks)][:budget] for ranks in self.tree]
+        prefixes = sorted({ranks[:d] for ranks in self.tree for d in range(min(len(ranks), budget))}, key=len)
+        state, tokens = {(): (self.h, last)}, {(): []}  # rank prefix -> (z, its last token), its token path
+        for d in range(min(budget, max(map(len, self.tree)))):  # one batched head call per depth
+            level = [pre for pre in prefixes if len(pre) == d]
+            z = self.heads.advance(torch.stack([state[pre][0] for pre in level]), d,
+                                   torch.tensor([state[pre][1] for pre in level]))
+            top = self.heads.logits(z).topk(R, -1).indices.tolist()  # (len(level), R)
+            for j, pre in enumerate(level):
+                for r in range(R):
+                    tokens[pre + (r,)] = tokens[pre] + [top[j][r]]
+                    state[pre + (r,)] = (z[j], top[j][r])
+        return [tokens[ranks[:budget]] for ranks in self.tree]
 
 
 class Lookahead:
@@ -332,18 +380,22 @@ def self_speculative_generate(method, ids, max_new_tokens=64, temperature=0.0, t
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minispec.selfspec train-medusa",
-                                 description="Train Medusa heads on the frozen target (the shipped medusa_heads.pt).")
+                                 description="Train Medusa heads on the frozen target (the shipped medusa_heads.pt; "
+                                             "with --sequential, the Hydra heads hydra_heads.pt).")
     ap.add_argument("cmd", choices=["train-medusa"])
     ap.add_argument("--target", default="target", help="shipped model name or path to a .pt file")
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--out", default=str(MEDUSA_PATH))
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--sequential", action="store_true", help="Hydra heads: each reads the token before its guess")
+    ap.add_argument("--out", default=None)
     args, t0 = ap.parse_args(argv), time.time()
-    heads = train_medusa(load_model(args.target), args.heads, args.steps)
+    out = args.out or str(HYDRA_PATH if args.sequential else MEDUSA_PATH)
+    heads = train_medusa(load_model(args.target), args.heads, args.steps, args.batch_size, sequential=args.sequential)
     print("held-out top-1 accuracy per head:", " ".join(f"{a[0]:.3f}" for a in heads.accuracy))
-    save_medusa(heads, args.out, command=f"python -m minispec.selfspec train-medusa --heads {args.heads} "
-                f"--steps {args.steps}", train_seconds=round(time.time() - t0))
-    print(f"saved {args.out} ({time.time() - t0:.0f} s)")
+    cmd = f"python -m minispec.selfspec train-medusa --heads {args.heads} --steps {args.steps} --batch-size {args.batch_size}"
+    save_medusa(heads, out, command=cmd + " --sequential" * args.sequential, train_seconds=round(time.time() - t0))
+    print(f"saved {out} ({time.time() - t0:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ import torch
 
 import minispec as ms
 from minispec import selfspec
-from minispec.selfspec import (EarlyExitDrafter, Lookahead, MedusaDrafter, MedusaHeads, hidden_states, load_medusa,
-                               medusa_loss, medusa_tree, save_medusa, self_speculative_generate)
+from minispec.selfspec import (EarlyExitDrafter, Lookahead, MedusaDrafter, MedusaHeads, head_accuracy, hidden_states,
+                               load_medusa, medusa_loss, medusa_tree, save_medusa, self_speculative_generate)
 
 
-def _heads(model, n_heads=3, seed=0, std=0.3):
-    heads = MedusaHeads(model, n_heads)
+def _heads(model, n_heads=3, seed=0, std=0.3, sequential=False):
+    heads = MedusaHeads(model, n_heads, sequential)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in heads.parameters():
@@ -31,6 +31,7 @@ METHODS = {
     "early exit k=1 gamma=6 threshold=0.5": lambda m: EarlyExitDrafter(m, 1, 6, threshold=0.5),
     "medusa chain": lambda m: MedusaDrafter(m, _heads(m), [(0, 0, 0)]),
     "medusa tree": lambda m: MedusaDrafter(m, _heads(m), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]),
+    "hydra tree": lambda m: MedusaDrafter(m, _heads(m, sequential=True), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]),
     "jacobi W=1": lambda m: Lookahead(m, 1, candidates=0),
     "jacobi W=5": lambda m: Lookahead(m, 5, candidates=0),
     "lookahead W=3 N=3 G=2": lambda m: Lookahead(m, 3, 3, 2),
@@ -39,7 +40,7 @@ METHODS = {
 
 
 @pytest.mark.parametrize("name,vocab_size,seed", [(name, 8, 3) for name in METHODS] + [
-    ("early exit k=2 gamma=3", 256, 1), ("medusa tree", 256, 1), ("lookahead W=3 N=3 G=2", 256, 1)])
+    ("early exit k=2 gamma=3", 256, 1), ("medusa tree", 256, 1), ("hydra tree", 256, 1), ("lookahead W=3 N=3 G=2", 256, 1)])
 def test_greedy_equals_plain_greedy(random_gpt, name, vocab_size, seed):
     m = random_gpt(vocab_size=vocab_size, n_layer=3, n_head=2, n_embd=32, block_size=64, seed=seed, std=0.3)
     method = METHODS[name](m)
@@ -130,6 +131,8 @@ LOSSLESS = {  # (method, temperature, top_k)
     "early exit": (lambda m: EarlyExitDrafter(m, 1, 2), 1.0, None),
     "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, 3, threshold=0.6), 1.0, None),
     "medusa tree": (lambda m: MedusaDrafter(m, _heads(m, 2, std=0.5), [(0,), (1,), (0, 0), (1, 1)]), 0.7, 2),
+    "hydra tree": (lambda m: MedusaDrafter(m, _heads(m, 2, std=0.5, sequential=True), [(0,), (1,), (0, 0), (1, 1)]),
+                   1.0, None),
     "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 1.0, None),
 }
 
@@ -170,6 +173,8 @@ def test_bad_settings_raise(random_gpt):
         MedusaHeads(m, 0)
     with pytest.raises(ValueError, match="tree"):
         MedusaDrafter(m, _heads(m, 2), [(0, 0, 0)])
+    with pytest.raises(ValueError, match="sequential heads need the drafted tokens"):
+        _heads(m, 2, sequential=True)(torch.zeros(16))
     for kw, name in ((dict(window=0), "window"), (dict(ngram=1), "ngram"), (dict(candidates=-1), "candidates")):
         with pytest.raises(ValueError, match=name):
             Lookahead(m, **kw)
@@ -203,6 +208,38 @@ def test_medusa_heads_train_and_round_trip(random_gpt, tmp_path):
     save_medusa(heads, tmp_path / "h.pt")
     back = load_medusa(m, tmp_path / "h.pt")
     assert torch.allclose(back(h), heads(h), atol=1e-2) and back.accuracy == heads.accuracy
+
+
+def test_hydra_heads_follow_the_drafted_path(random_gpt, tmp_path):
+    """A sequential head's guess depends on the token before it: the tree's nodes at depth 2 differ
+    by branch, and they are exactly what advance() gives for that branch. Training lowers the loss,
+    the target stays frozen, and save/load keeps the heads sequential."""
+    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=8, std=0.3)
+    heads = _heads(m, 2, std=0.5, sequential=True)
+    drafter = MedusaDrafter(m, heads, [(0,), (1,), (0, 0), (1, 0)])
+    drafter.reset()
+    drafter.step([1, 2, 3], 9, 0.0, None, None, None)  # leaves the hidden state that predicted the next token
+    paths = drafter._guesses(7, 9)
+    z = heads.advance(drafter.h, 0, torch.tensor(7))
+    assert [p[0] for p in paths[:2]] == heads.logits(z).topk(2).indices.tolist()
+    for first, second in (paths[2], paths[3]):
+        z1 = heads.advance(heads.advance(drafter.h, 0, torch.tensor(7)), 1, torch.tensor(first))
+        assert second == int(heads.logits(z1).argmax())
+    x = torch.randint(16, (2, 32), generator=torch.Generator().manual_seed(0))
+    fresh = MedusaHeads(m, 2, sequential=True)
+    opt, losses = torch.optim.Adam(fresh.parameters(), lr=1e-2), []
+    for _ in range(15):
+        loss = medusa_loss(m, fresh, x)
+        opt.zero_grad(), loss.backward(), opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0] and all(p.grad is None for p in m.parameters())
+    save_medusa(fresh, tmp_path / "h.pt")
+    back = load_medusa(m, tmp_path / "h.pt")
+    h = hidden_states(m, x[:1])
+    assert back.sequential and all(torch.allclose(a, b, atol=1e-2) for a, b in zip(back.unroll(h, x[:1]), fresh.unroll(h, x[:1])))
+    # accuracy from a list of sequences = from the same bytes read in windows
+    flat = torch.cat([x.flatten(), torch.zeros(1, dtype=torch.long)])
+    assert head_accuracy(m, fresh, [x[0], x[1]]) == head_accuracy(m, fresh, flat, block_size=32, max_windows=2)
 
 
 @pytest.mark.skipif(not (ms.model.WEIGHTS_DIR / "medusa_heads.pt").exists(), reason="no shipped heads")
