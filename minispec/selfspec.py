@@ -157,12 +157,11 @@ class MedusaHeads(nn.Module):
     def unroll(self, h, x):
         """h (B, T, C) the hidden states of x (B, T) -> [head i's logits at t = 0..T-2-i: (B, T-1-i, V)]."""
         T, z, out = x.shape[1], h, []
-        for i in range(len(self.res)):
-            if self.sequential:  # teacher forcing: head i reads the true token x_{t+1+i}
-                z = self.advance(z[:, :T - 1 - i], i, x[:, 1 + i:])
-                out.append(self.logits(z))
-            else:
-                out.append(self(h[:, :T - 1 - i])[:, :, i])
+        if not self.sequential:
+            return [lg[:, :T - 1 - i] for i, lg in enumerate(self(h[:, :T - 1]).unbind(-2))]
+        for i in range(len(self.res)):  # teacher forcing: head i reads the true token x_{t+1+i}
+            z = self.advance(z[:, :T - 1 - i], i, x[:, 1 + i:])
+            out.append(self.logits(z))
         return out
 
 
