@@ -6,8 +6,11 @@ Prints, for every method: tokens per target call, and the wall-time speedup over
 autoregressive decoding measured in the same run (each prompt decoded autoregressively right
 before the method; the median of these paired ratios, and the ratio of total times). Every
 method's output is checked to equal the autoregressive greedy output. Then, at equal draft
-budgets (drafted tokens verified per target call), tree vs chain tokens per target call, and what
-the best *static* tree could do: at temperature 0 a rank-path tree accepts the longest prefix of
+budgets (drafted tokens verified per target call), tree vs chain tokens per target call, on the
+benchmark prompts and on 10 other held-out prompts. The dynamic trees take the top-4 children of
+the 4 most probable nodes per depth and keep the `budget` most probable nodes; their scores use
+the draft's logits / t, with t fitted (fit_score_temperature) on 48 calibration prompts from the
+held-out files that are neither set. Last, what the best *static* tree could do: at temperature 0 a rank-path tree accepts the longest prefix of
 the ranks (under the draft) of the target's greedy tokens, so its tokens per call can be replayed
 exactly from those ranks. The tree of `b` rank paths most often seen at round starts on 10 other
 held-out prompts is fitted (a few rounds of refitting, as round starts depend on the tree) and
@@ -24,7 +27,26 @@ from minispec.bench import bench_prompts
 from minispec.adaptive import ConfidenceDrafter
 from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
 from minispec.model import WEIGHTS_DIR
-from minispec.tree import tree_generate
+from minispec.train import corpus_files
+from minispec.tree import fit_score_temperature, greedy_draft_logits, tree_generate
+
+
+def calibration_prompts(length=128):
+    """8 prompts per held-out file, starting at odd sixteenths (bench_prompts starts at quarters)."""
+    out = []
+    for f in corpus_files()[1]:
+        data = f.read_bytes()
+        out += [list(data[s:s + length]) for k in range(1, 16, 2) for s in [data.index(b"\n", len(data) * k // 16) + 1]]
+    return out
+
+
+def tokens_per_call(run, target, prompts, n):
+    calls = toks = 0
+    for ids in prompts:
+        res = run(ids)
+        assert res.tokens == ms.generate(target, ids, n).tokens, "output differs from greedy decoding"
+        calls, toks = calls + res.stats["target_calls"], toks + len(res.tokens)
+    return toks / calls
 
 
 def measure(name, run, target, prompts, n):
@@ -109,28 +131,32 @@ def main(argv=None):
                                     target, prompts, n)
     rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: tree_generate(
         target, draft, ids, n, branching=(3, 2, 1)), target, prompts, n)
+    t = fit_score_temperature(*greedy_draft_logits(target, draft, calibration_prompts(), n))
+    others = bench_prompts(args.prompts + 10)[args.prompts:]  # 10 other held-out prompts
+    chain = {b: lambda ids, b=b: ms.speculative_generate(target, draft, ids, n, gamma=b) for b in args.budgets}
+    tree = {b: lambda ids, b=b: tree_generate(target, draft, ids, n, branching=(4,) * b, width=4, budget=b,
+                                              score_temperature=t) for b in args.budgets}
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
-        depth, width = min(b, 24), 2 if b <= 16 else 4  # top-2 children of the `width` best nodes per depth
-        rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", lambda ids: ms.speculative_generate(
-            target, draft, ids, n, gamma=b), target, prompts, n)
-        rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (depth {depth}, width {width})",
-                                      lambda ids: tree_generate(target, draft, ids, n, branching=(2,) * depth,
-                                                                width=width, budget=b), target, prompts, n)
+        rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", chain[b], target, prompts, n)
+        rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (t = {t})", tree[b], target, prompts, n)
     b = args.budgets[0]
     rows["combo"] = measure(f"dynamic tree ({b} nodes) + lookup branches", lambda ids: tree_generate(
         target, best, ids, n, branching=(2,) * b, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
         target, prompts, n)
     ranks = draft_ranks(target, draft, prompts, n)
-    fit_on = draft_ranks(target, draft, bench_prompts(args.prompts + 10)[args.prompts:], n)  # 10 other prompts
+    fit_on = draft_ranks(target, draft, others, n)
     seen = collections.Counter(min(x, 3) for r in ranks for x in r)
     print("\nrank of the target's greedy token under the draft: " + ", ".join(
         f"{'3+' if k == 3 else k}: {v / sum(seen.values()):.3f}" for k, v in sorted(seen.items())))
-    print("tree vs chain at equal draft budget (tokens per target call; static: replayed, fitted elsewhere):")
+    print(f"tree vs chain at equal draft budget (tokens per target call; score temperature t = {t}; "
+          "static: replayed, fitted on the other prompts):")
     for b in args.budgets:
-        c, t = rows[f"chain b={b}"]["tokens_per_call"], rows[f"tree b={b}"]["tokens_per_call"]
+        c, d = rows[f"chain b={b}"]["tokens_per_call"], rows[f"tree b={b}"]["tokens_per_call"]
         s = replay(ranks, fit_static_tree(fit_on, b))[0]
+        c2, d2 = (tokens_per_call(run[b], target, others, n) for run in (chain, tree))
         print(f"  budget {b:2}: chain {c:.2f} (replayed {replay(ranks, {(0,) * k for k in range(1, b + 1)})[0]:.2f})"
-              f"  dynamic tree {t:.2f}  ratio {t / c:.2f}x  best static tree {s:.2f}  ratio {s / c:.2f}x")
+              f"  dynamic tree {d:.2f}  ratio {d / c:.2f}x  best static tree {s:.2f}  ratio {s / c:.2f}x"
+              f"  | 10 other prompts: chain {c2:.2f}  dynamic tree {d2:.2f}  ratio {d2 / c2:.2f}x", flush=True)
     best_row = max(rows.values(), key=lambda r: r["speedup"])
     print(f"best: {best_row['name']}: {best_row['speedup']:.2f}x (median), {best_row['total']:.2f}x (total time)")
 

@@ -42,8 +42,8 @@ class ModelDrafter(Drafter):
         self.model, self.vocab_size = model, model.config.vocab_size
         self.cache, self.calls = None, 0
 
-    def reset(self):
-        self.cache = self.model.new_cache()
+    def reset(self):  # twice block_size entries: room for a drafted tree (tree.grow_tree) next to the context
+        self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
 
     @torch.inference_mode()
     def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):

@@ -44,13 +44,14 @@ def decode(ids):
 class KVCache:
     """Keys and values of every layer for the tokens seen so far.
 
-    Storage is allocated once for `block_size` positions; `length` says how many are valid.
-    Rolling back after a rejected draft is therefore free: `crop(n)` just sets `length = n`.
+    Storage is allocated once for `size` entries (default block_size); `length` says how many are
+    valid. Rolling back after a rejected draft is therefore free: `crop(n)` just sets `length = n`.
+    A drafter growing a token tree needs more entries than positions: siblings share a position.
     """
 
-    def __init__(self, config, batch_size=1):
+    def __init__(self, config, batch_size=1, size=None):
         hs = config.n_embd // config.n_head
-        shape = (config.n_layer, batch_size, config.n_head, config.block_size, hs)
+        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, hs)
         self.k, self.v = torch.zeros(shape), torch.zeros(shape)
         self.length = 0
 
@@ -144,8 +145,8 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def new_cache(self, batch_size=1):
-        return KVCache(self.config, batch_size)
+    def new_cache(self, batch_size=1, size=None):
+        return KVCache(self.config, batch_size, size)
 
     def forward(self, idx, cache=None, n_layer=None, pos=None, mask=None, all_exits=False):
         """idx (B, T) token ids -> logits (B, T, V).
@@ -158,10 +159,14 @@ class GPT(nn.Module):
         """
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} tokens exceeds block_size={self.config.block_size}")
+        last = start + T - 1 if pos is None else int(pos.max()) if T else -1
+        if last >= self.config.block_size:
+            raise ValueError(f"position {last} (a sequence of {last + 1} tokens) exceeds block_size={self.config.block_size}")
         if pos is None:
             pos = torch.arange(start, start + T)
+        if cache is not None and start + T > cache.k.shape[3]:
+            raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {start + T} needed (block_size="
+                             f"{self.config.block_size}; a bigger cache: new_cache(size=...))")
         x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
         exits = []
         for i, block in enumerate(self.h[:n_layer]):

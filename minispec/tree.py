@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .decode import Result, Step, _prepare, _stop
+from .decode import Result, Step, _prepare, _stop, generate
 from .drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from .sampling import probs, sample
 from .verify import multi_draft_accept
@@ -94,37 +94,69 @@ def score_tree(model, cache, context, tree, nodes=None):
 
 @torch.inference_mode()
 def grow_tree(drafter, context, branching=(4, 2, 2, 1), width=None, temperature=0.0, top_k=None,
-              top_p=None, generator=None, max_nodes=10_000):
+              top_p=None, generator=None, max_nodes=10_000, budget=None, score_temperature=1.0):
     """Draft a tree with a ModelDrafter, one draft call per depth.
 
     branching[d]: children of each expanded node at depth d: the draft's top-k at temperature 0,
     iid draws from q otherwise. width: expand only the `width` nodes of each depth with the
-    highest path probability (dynamic, EAGLE-2); None expands them all (static).
+    highest path probability (dynamic, EAGLE-2); None expands them all (static). Only expanded
+    nodes are fed to the draft. budget (temperature 0 only): keep the `budget` most probable
+    nodes, and stop growing once no deeper node could be among them. A node's path probability
+    is the product of softmax(draft logits / score_temperature) along its path: below 1 it
+    sharpens an underconfident draft (temperature scaling; fit it with `fit_score_temperature`).
     Example: grow_tree(ModelDrafter(load_model("draft")), encode("def "), (2, 2)).tokens
     """
     if drafter.cache is None:
         drafter.reset()
-    tree, level = Tree(), [-1]
+    tree, fed, at = Tree(), Tree(), {-1: -1}  # fed: the expanded nodes, as the draft's cache holds them
+    keep = min(budget or max_nodes, max_nodes) if temperature == 0 else max_nodes
+    room, level = drafter.cache.k.shape[3] - len(context), [-1]  # free entries in the draft's cache
+    score = lambda i: tree.scores[i] if i >= 0 else 1.0
     for d, k in enumerate(branching):
-        fed = (len(tree.tokens) - len(level), len(tree.tokens)) if d else None
-        logits = score_tree(drafter.model, drafter.cache, context, tree, fed)[-len(level):]  # (len(level), V)
+        level = sorted(level, key=lambda i: -score(i))[:width]  # the nodes to expand
+        if d and len(fed.tokens) + len(level) > room:
+            break  # the draft's cache is full
+        for i in level if d else []:
+            at[i] = fed.add(at[tree.parents[i]], tree.tokens[i])
+        nodes = (len(fed.tokens) - len(level), len(fed.tokens)) if d else None
+        logits = score_tree(drafter.model, drafter.cache, context, fed, nodes)[-len(level):]  # (len(level), V)
         drafter.calls += 1
-        conf = torch.softmax(logits.float(), -1)  # the draft's confidence, even when decoding greedily
-        score = lambda i: tree.scores[i] if i >= 0 else 1.0
-        order = sorted(range(len(level)), key=lambda j: -score(level[j]))[:width]
+        conf = torch.softmax(logits.float() / score_temperature, -1)  # the draft's confidence, also at T = 0
         nxt = []
-        for j in order:
-            if len(tree.tokens) + k > max_nodes:
-                break
-            node, q = level[j], probs(logits[j], temperature, top_k, top_p)
-            draws = (conf[j].topk(k).indices.tolist() if temperature == 0 else
+        for node, lg, c in zip(level, logits, conf):
+            if temperature > 0 and len(tree.tokens) + k > max_nodes:
+                break  # sampled children cannot be pruned later: stop at max_nodes
+            q = probs(lg, temperature, top_k, top_p)
+            draws = (c.topk(k).indices.tolist() if temperature == 0 else
                      torch.multinomial(q, k, replacement=True, generator=generator).tolist())
             tree.cands[node], tree.q[node] = draws, q
-            nxt += [tree.add(node, t, score(node) * float(conf[j, t])) for t in draws]
+            nxt += [tree.add(node, t, score(node) * float(c[t])) for t in draws]
         level = list(dict.fromkeys(nxt))
-        if not level:
-            break
+        if not level or (len(tree.tokens) >= keep and
+                         max(map(score, level)) < sorted(tree.scores, reverse=True)[keep - 1]):
+            break  # (the second test: children are never more probable than their parent)
+    if len(tree.tokens) > keep:  # keep the most probable nodes: a subtree, as scores fall with depth
+        tree = tree.select(sorted(range(len(tree.tokens)), key=lambda i: (-tree.scores[i], i))[:keep])
     return tree
+
+
+@torch.inference_mode()
+def greedy_draft_logits(target, draft, prompts, max_new_tokens=100):
+    """Along the target's greedy continuation of each prompt: the draft's logits before each token
+    (n, V) and the tokens (n,), i.e. what a tree must contain at temperature 0. draft: a GPT."""
+    logits, tokens = [], []
+    for ids in prompts:
+        seq = ids + generate(target, ids, max_new_tokens).tokens
+        logits.append(draft(torch.tensor([seq]))[0, len(ids) - 1:-1].float())
+        tokens.append(torch.tensor(seq[len(ids):]))
+    return torch.cat(logits), torch.cat(tokens)
+
+
+def fit_score_temperature(logits, tokens, grid=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2)):
+    """Temperature scaling (Guo et al. 2017): the t in `grid` with the lowest cross-entropy of
+    `tokens` under softmax(logits / t). One number that makes a draft's confidences honest.
+    Example: fit_score_temperature(*greedy_draft_logits(target, draft, prompts))"""
+    return min(grid, key=lambda t: float(torch.nn.functional.cross_entropy(logits / t, tokens)))
 
 
 def verify_tree(tree, p, temperature=0.0, rule=multi_draft_accept, generator=None):
@@ -176,13 +208,12 @@ def keep_path(cache, start, nodes):
     cache.crop(start + len(nodes))
 
 
-def draft_any(draft, context, branching, width, budget, temperature, top_k, top_p, g, max_nodes, lookup):
+def draft_any(draft, context, branching, temperature, top_k, top_p, g, max_nodes, lookup, **grow):
     """A tree from any drafter: a model grows one; prompt lookup grafts every match at temperature 0;
     other drafters give a chain. `lookup` adds prompt-lookup branches to a model tree (greedy only)."""
     if isinstance(draft, ModelDrafter):
-        tree = grow_tree(draft, context, branching, width, temperature, top_k, top_p, g, max_nodes)
-        if temperature == 0 and budget is not None and len(tree.tokens) > budget:  # keep the most probable
-            tree = tree.select(sorted(range(len(tree.tokens)), key=lambda i: (-tree.scores[i], i))[:budget])
+        tree = grow_tree(draft, context, branching, temperature=temperature, top_k=top_k, top_p=top_p,
+                         generator=g, max_nodes=max_nodes, **grow)  # grow: width, budget, score_temperature
     elif temperature == 0 and isinstance(draft, PromptLookupDrafter):
         tree, lookup = Tree(), draft
     else:  # any drafter: a chain, each token with the q it was drawn from
@@ -229,11 +260,11 @@ class TreeStep(Step):
 @torch.inference_mode()
 def tree_generate(target, draft, ids, max_new_tokens=64, branching=(4, 2, 2, 1), width=None, budget=None,
                   temperature=0.0, top_k=None, top_p=None, seed=0, eos_token=None, crop_prompt=False,
-                  rule=multi_draft_accept, lookup=None):
+                  rule=multi_draft_accept, lookup=None, score_temperature=1.0):
     """Speculative decoding with token trees: draft a tree, score it in one target call, keep a path.
 
     draft: a GPT / ModelDrafter (grows a static or dynamic tree), a PromptLookupDrafter, or any
-    Drafter (a chain). budget: at temperature 0, keep only the `budget` most probable nodes.
+    Drafter (a chain). width, budget, score_temperature: see grow_tree (dynamic trees).
     lookup: a PromptLookupDrafter whose matches are added as extra branches (temperature 0 only).
     Example: tree_generate(load_model("target"), load_model("draft"), encode("def "), 32).tokens
     """
@@ -242,6 +273,9 @@ def tree_generate(target, draft, ids, max_new_tokens=64, branching=(4, 2, 2, 1),
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
     if lookup is not None and temperature > 0:
         raise ValueError("lookup branches are deterministic: they can only be added at temperature 0")
+    if not score_temperature > 0 or any(x is not None and x < 1 for x in (width, budget)):
+        raise ValueError(f"width and budget must be >= 1 (or None) and score_temperature > 0, got width={width}, "
+                         f"budget={budget}, score_temperature={score_temperature}")
     ids = _prepare(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
     g = torch.Generator().manual_seed(seed)
     draft.reset()
@@ -250,8 +284,8 @@ def tree_generate(target, draft, ids, max_new_tokens=64, branching=(4, 2, 2, 1),
     while len(context) - len(ids) < max_new_tokens and (eos_token is None or eos_token not in context[len(ids):]):
         depth = min(len(branching), max_new_tokens - (len(context) - len(ids)) - 1)
         room = target.config.block_size - len(context)
-        tree = (draft_any(draft, context, branching[:depth], width, budget, temperature, top_k, top_p, g, room, lookup)
-                if depth > 0 else Tree())
+        tree = (draft_any(draft, context, branching[:depth], temperature, top_k, top_p, g, room, lookup,
+                          width=width, budget=budget, score_temperature=score_temperature) if depth > 0 else Tree())
         p = probs(score_tree(target, cache, context, tree), temperature, top_k, top_p)  # (N + 1, V)
         path, tok = verify_tree(tree, p, temperature, rule, g)
         keep_path(cache, len(context), path)

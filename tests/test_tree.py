@@ -11,8 +11,8 @@ import torch
 
 import minispec as ms
 from minispec.drafters import ModelDrafter, PromptLookupDrafter
-from minispec.tree import (Tree, keep_path, per_branch_accept, score_tree, tree_generate, tree_mask,
-                           typical_accept, verify_tree)
+from minispec.tree import (Tree, fit_score_temperature, greedy_draft_logits, grow_tree, keep_path,
+                           per_branch_accept, score_tree, tree_generate, tree_mask, typical_accept, verify_tree)
 
 
 def _random_tree(n, vocab, g):
@@ -57,6 +57,7 @@ def test_one_pass_equals_each_path(random_gpt, seed):
 
 
 SHAPES = [dict(branching=(2, 2, 1)), dict(branching=(1, 1, 1, 1)), dict(branching=(3, 3, 3, 3), width=2, budget=8),
+          dict(branching=(4,) * 12, width=3, budget=20, score_temperature=0.5),
           dict(branching=(2, 2), lookup=PromptLookupDrafter(2, vocab_size=8))]
 
 
@@ -83,6 +84,55 @@ def test_greedy_tree_other_drafters_and_edges(random_gpt):
     for bad in (dict(branching=()), dict(branching=(2, 0)), dict(temperature=1.0, lookup=PromptLookupDrafter())):
         with pytest.raises(ValueError):
             tree_generate(target, draft, ids, 4, **bad)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_budget_stops_growing_without_changing_the_tree(random_gpt, seed):
+    """Growth stops once no deeper node can enter the `budget` most probable ones: the tree must be
+    exactly the top-`budget` nodes of the tree grown to full depth."""
+    draft = random_gpt(vocab_size=8, n_layer=1, seed=seed)
+    ctx, kw = [1, 2, 3], dict(branching=(3,) * 10, width=3, score_temperature=0.7)
+    full = grow_tree(ModelDrafter(draft), ctx, **kw)
+    drafter = ModelDrafter(draft)
+    small = grow_tree(drafter, ctx, budget=9, **kw)
+    top = full.select(sorted(range(len(full.tokens)), key=lambda i: (-full.scores[i], i))[:9])
+    assert (small.tokens, small.parents) == (top.tokens, top.parents) and len(small.tokens) == 9
+    assert drafter.calls < 10  # it stopped early
+    assert max(small.depths()) < max(full.depths()) or len(full.tokens) == 9
+
+
+def test_tree_deeper_than_block_room_and_errors(random_gpt):
+    """The draft's cache holds 2 x block_size entries, so a tree may have more nodes than free
+    positions; positions past block_size and a full cache are clear errors."""
+    target, draft = random_gpt(vocab_size=8, n_layer=2, seed=1), random_gpt(vocab_size=8, n_layer=1, seed=2)
+    ids = list(range(8)) * 6  # 48 of block_size 64
+    res = tree_generate(target, draft, ids, 15, branching=(4,) * 14, width=4, budget=12)
+    assert res.tokens == ms.generate(target, ids, 15).tokens
+    assert len(grow_tree(ModelDrafter(draft), ids, (4,) * 14, width=4).tokens) > 64 - len(ids)
+    cache = draft.new_cache(size=10)
+    with pytest.raises(ValueError, match="KV cache holds 10"):
+        draft(torch.tensor([ids[:11]]), cache)
+    with pytest.raises(ValueError, match="block_size"):
+        draft(torch.tensor([ids[:5]]), draft.new_cache(size=200), pos=torch.arange(62, 67))
+    for bad in (dict(score_temperature=0), dict(width=0), dict(budget=0)):
+        with pytest.raises(ValueError, match="score_temperature"):
+            tree_generate(target, draft, ids, 4, **bad)
+
+
+def test_fit_score_temperature(random_gpt):
+    """Temperature scaling recovers a known temperature: tokens drawn from softmax(2 z) are best
+    explained by logits z at t = 0.5. Along greedy runs, a draft that IS the target always has the
+    token on top, so the sharpest t wins; an unrelated draft is mostly wrong and is best flattened."""
+    z = torch.randn(20_000, 6, generator=torch.Generator().manual_seed(0))
+    drawn = torch.multinomial(torch.softmax(2 * z, -1), 1, generator=torch.Generator().manual_seed(1))[:, 0]
+    assert fit_score_temperature(z, drawn) == 0.5
+    assert fit_score_temperature(2 * z, drawn) == 1
+    target, other = random_gpt(vocab_size=16, n_layer=2, seed=1), random_gpt(vocab_size=16, n_layer=1, seed=5)
+    prompts, grid = [[1, 2, 3], [4, 5]], (0.5, 1, 2, 4)
+    logits, tokens = greedy_draft_logits(target, target, prompts, 20)
+    assert logits.shape == (40, 16) and tokens.tolist() == sum((ms.generate(target, p, 20).tokens for p in prompts), [])
+    assert fit_score_temperature(logits, tokens, grid) == 0.5
+    assert fit_score_temperature(*greedy_draft_logits(target, other, prompts, 20), grid) > 1
 
 
 def _mda_exact(cands, q, p, update=True):
