@@ -218,8 +218,10 @@ def test_tree_verification_lossless_and_lossy_controls(chi2_pvalue):
     assert chi2_pvalue(_two_level_counts(typical_accept, p0, p1, q0, q1, (2, 2), 2000), exact) < 1e-3
 
 
-def test_tree_generate_sampling_lossless(random_gpt, chi2_pvalue):
-    """End to end with tiny models: two tokens from tree_generate at temperature 1 follow the target."""
+@pytest.mark.parametrize("shape", [dict(branching=(3, 2)), dict(branching=(3, 2), width=1, score_temperature=0.5)])
+def test_tree_generate_sampling_lossless(random_gpt, chi2_pvalue, shape):
+    """End to end with tiny models: two tokens from tree_generate at temperature 1 follow the target,
+    for a static tree and a dynamic one (only the best-scored depth-1 node gets children)."""
     V = 3
     target = random_gpt(vocab_size=V, n_layer=1, n_embd=16, seed=5, std=0.1)
     draft = random_gpt(vocab_size=V, n_layer=1, n_embd=16, seed=15, std=0.1)
@@ -229,6 +231,6 @@ def test_tree_generate_sampling_lossless(random_gpt, chi2_pvalue):
         p1 = torch.stack([ms.probs(target(torch.tensor([prompt + [x]]))[0, -1]) for x in range(V)])
     counts = torch.zeros(V, V)
     for seed in range(600):
-        x1, x2, _ = tree_generate(target, draft, prompt, 3, branching=(3, 2), temperature=1.0, seed=seed).tokens
+        x1, x2, _ = tree_generate(target, draft, prompt, 3, temperature=1.0, seed=seed, **shape).tokens
         counts[x1, x2] += 1
     assert chi2_pvalue(counts, p0[:, None] * p1) > 1e-3
