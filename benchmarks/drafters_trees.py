@@ -63,15 +63,12 @@ def measure(name, run, target, prompts, n):
     return row
 
 
-@torch.inference_mode()
 def draft_ranks(target, draft, prompts, n):
     """For each prompt: the rank under the draft of each greedy token of the target (0: its top-1)."""
     out = []
     for ids in prompts:
-        seq = torch.tensor([ids + ms.generate(target, ids, n).tokens])
-        best = target(seq)[0, len(ids) - 1:-1].argmax(-1)  # (n,)
-        logits = draft(seq)[0, len(ids) - 1:-1]  # (n, V)
-        out.append((logits > logits.gather(1, best[:, None])).sum(1).tolist())
+        logits, tokens = greedy_draft_logits(target, draft, [ids], n)  # (n, V), (n,)
+        out.append((logits > logits.gather(1, tokens[:, None])).sum(1).tolist())
     return out
 
 

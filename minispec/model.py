@@ -159,7 +159,7 @@ class GPT(nn.Module):
         """
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        last = start + T - 1 if pos is None else int(pos.max()) if T else -1
+        last = start + T - 1 if pos is None or T == 0 else int(pos.max())  # the furthest position fed
         if last >= self.config.block_size:
             raise ValueError(f"position {last} (a sequence of {last + 1} tokens) exceeds block_size={self.config.block_size}")
         if pos is None:
