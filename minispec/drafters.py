@@ -1,69 +1,103 @@
-"""Drafters: anything that proposes the next few tokens together with the q they were drawn from.
+"""Drafters: the one protocol every drafting method follows, and the independent drafters.
 
-A drafter answers one question, `propose(context, gamma, ...)`: up to gamma next tokens and, for
-each, the distribution q it was drawn from, shape (n, V). Speculative sampling is lossless for
-*any* q as long as the token really was drawn from it; a deterministic drafter (prompt lookup,
-greedy) has a one-hot q. After verification, `rollback(n)` says that only the first n tokens of
-the context it last saw are still valid, so a drafter with a cache can crop it.
+The loop (speculate.speculative_generate) calls a drafter at four points of every round:
 
-Kinds here (survey section 2.1.1):
-  * ModelDrafter: a small GPT drafting autoregressively (the classic setup). Wrap the shipped
-    `draft`, or `draft_distilled`, the same network distilled on the target's own distribution
-    (DistillSpec, Zhou et al. 2024; reproduce with `python -m minispec.train --distill`).
-  * PromptLookupDrafter: no model at all (Saxena 2023). Find the last n tokens earlier in the
-    context and propose what followed them there; strong on code, which repeats itself.
+    reset(target, cache)        a new prompt: the target and the loop's KV cache of it
+    draft(context, gamma, ...)  -> a Tree of at most gamma drafted tokens; a sampled token carries the
+                                q it was drawn from (speculative sampling is lossless for *any* q, as
+                                long as the token really was drawn from it), a deterministic guess q None
+    score(target, cache, context, tree)  -> the target's last hidden states and logits at the root and
+                                at every node: the round's ONE target call (default: tree.score_tree;
+                                early exit overrides it to reuse what drafting computed)
+    accept(context, tree, path, hidden, logits)  after verification: the kept path, and what the
+                                verification pass computed (heads read hidden, lookahead the logits)
+
+Independent drafters here (survey section 2.1.1):
+  * ModelDrafter: a small GPT drafting autoregressively, a chain (optionally stopped at the first
+    unsure token) or a static / dynamic tree (tree.grow_tree). The shipped `draft`, or
+    `draft_distilled`, the same network distilled on the target (DistillSpec, Zhou et al. 2024).
+  * PromptLookupDrafter: no model at all (Saxena 2023, not in the survey). Find the last n tokens
+    earlier in the context and propose what followed them there; strong on code, which repeats.
+  * FallbackDrafter: ask one drafter, and another when the first has nothing.
+`load_drafter(name, target)` builds every shipped method by name.
 """
 import torch
-import torch.nn.functional as F
 
+from .model import GPT, load_model
 from .sampling import probs, sample
+from .tree import Tree, grow_tree, score_tree
 
 
 class Drafter:
-    """The interface. Subclasses implement propose; rollback is optional (stateless drafters)."""
+    """The protocol (see the module docstring). Subclasses implement draft; the rest is optional."""
 
-    vocab_size = None
+    vocab_size = None  # a drafter with its own vocabulary says so: it must equal the target's
+    calls = 0          # draft forward passes so far
 
-    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        """context: list[int] -> (tokens: list[int], q: tensor (len(tokens), V))."""
+    def reset(self, target, cache):
+        """A new prompt begins: forget all state."""
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        """context: list[int] -> Tree of at most gamma nodes."""
         raise NotImplementedError
 
-    def rollback(self, n):
-        """Only the first n tokens of the last context (plus proposals) are still valid."""
+    def score(self, target, cache, context, tree):
+        """The verification pass: (hidden (1 + N, C), logits (1 + N, V)) at the root and each node."""
+        return score_tree(target, cache, context, tree)
 
-    def reset(self):
-        """Forget all state (a new prompt begins)."""
+    def accept(self, context, tree, path, hidden, logits):
+        """The target kept the nodes `path` of `tree` after `context` (context itself is not extended yet)."""
+
+
+def unsure(logits, threshold):
+    """The confidence stop: the drafter's max softmax is below threshold (never, for None)."""
+    return threshold is not None and float(logits.softmax(-1).max()) < threshold
 
 
 class ModelDrafter(Drafter):
-    """A small GPT drafting autoregressively with its own KV cache (the classic setup)."""
+    """A small GPT drafting with its own KV cache. By default a chain of gamma tokens; threshold: end
+    the chain after the first token whose max softmax is below it (transformers' confidence stop;
+    the length then depends only on the drafts, so sampling stays lossless). branching / width /
+    score_temperature: grow a tree of gamma nodes instead (tree.grow_tree).
+    Example: speculative_generate(target, ModelDrafter(draft, threshold=0.5), ids, gamma=8)
+    """
 
-    def __init__(self, model):
-        self.model, self.vocab_size = model, model.config.vocab_size
-        self.cache, self.calls = None, 0
+    def __init__(self, model, threshold=None, branching=None, width=None, score_temperature=1.0):
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
+        if branching is not None and (not branching or any(int(k) != k or k < 1 for k in branching)):
+            raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
+        if (width is not None and width < 1) or not score_temperature > 0:
+            raise ValueError(f"width must be >= 1 (or None) and score_temperature > 0, got {width}, {score_temperature}")
+        self.model, self.vocab_size, self.threshold = model, model.config.vocab_size, threshold
+        self.branching, self.width, self.score_temperature = branching, width, score_temperature
+        self.cache = None
 
-    def reset(self):  # twice block_size entries: room for a drafted tree (tree.grow_tree) next to the context
+    def reset(self, target=None, cache=None):  # twice block_size entries: room for a tree next to the context
         self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
 
     @torch.inference_mode()
-    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         if self.cache is None:
             self.reset()
+        if self.branching is not None:
+            return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p,
+                             generator, self.score_temperature)
         tokens, qs = [], []
         new = context[self.cache.length:]  # catch up on what the target committed since last time
         for _ in range(gamma):
-            logits = self.model(torch.tensor([new]), self.cache)[0, -1]  # (V,)
+            logits = self.model(torch.tensor([new], device=self.model.wte.weight.device), self.cache)[0, -1]  # (V,)
             self.calls += 1
-            q = probs(logits, temperature, top_k, top_p)
-            tokens.append(sample(q, generator) if temperature > 0 else int(q.argmax()))
-            qs.append(q)
+            qs.append(probs(logits, temperature, top_k, top_p).cpu())  # sampled with a CPU generator
+            tokens.append(sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax()))
             new = tokens[-1:]
-        # the last proposal was never fed: the cache holds context + tokens[:-1]
-        return tokens, torch.stack(qs) if qs else torch.zeros(0, self.vocab_size)
+            if unsure(logits, self.threshold):
+                break  # the unsure token is still proposed: it may well be right
+        return Tree.chain(tokens, qs)  # the cache holds context + tokens[:-1]
 
-    def rollback(self, n):
-        if self.cache is not None:
-            self.cache.crop(min(n, self.cache.length))
+    def accept(self, context, tree, path, hidden, logits):
+        kept = len(path) if self.branching is None else 0  # a tree's nodes are re-read along the kept path
+        self.cache.crop(min(len(context) + kept, self.cache.length))
 
 
 class PromptLookupDrafter(Drafter):
@@ -71,70 +105,84 @@ class PromptLookupDrafter(Drafter):
 
     The longest n in [min_n, max_n] with a match wins, and its most recent occurrence is proposed.
     The copy may run into its own output (as in LZ77), so a repeating pattern continues periodically.
-    The proposal is deterministic, so q is one-hot on it: a valid q, and verification stays lossless.
-    Example: PromptLookupDrafter(max_n=2).propose([5, 6, 7, 8, 5, 6], 3)[0] == [7, 8, 5]
+    The guess is deterministic (q None): verification draws x ~ p and keeps the guess if x equals it.
+    Example: PromptLookupDrafter(max_n=2).draft([5, 6, 7, 8, 5, 6], 3).tokens == [7, 8, 5]
     """
 
-    def __init__(self, max_n=3, min_n=1, vocab_size=256):
-        if int(min_n) != min_n or not 1 <= min_n <= max_n:
+    def __init__(self, max_n=3, min_n=1):
+        if int(min_n) != min_n or int(max_n) != max_n or not 1 <= min_n <= max_n:
             raise ValueError(f"need integers 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
-        self.max_n, self.min_n, self.vocab_size = int(max_n), int(min_n), vocab_size
+        self.max_n, self.min_n = int(max_n), int(min_n)
 
-    def matches(self, context, gamma):
-        """All distinct continuations (gamma tokens) of the longest matching n-gram, most recent first."""
-        context = list(context)
+    def match(self, context, gamma):
+        """gamma tokens that followed the most recent earlier occurrence of the longest matching tail."""
         for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
-            tail, found = context[-n:], []
+            tail = context[-n:]
             for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
                 if context[i:i + n] == tail:
-                    buf = context[:]
+                    buf = list(context)
                     for j in range(gamma):  # copy forward; past the end, copy the copy
                         buf.append(buf[i + n + j])
-                    if buf[len(context):] not in found:
-                        found.append(buf[len(context):])
-            if found:
-                return found
+                    return buf[len(context):]
         return []  # no match (or context shorter than min_n + 1): propose nothing
-    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        found = self.matches(context, gamma)
-        tokens = found[0] if found else []
-        return tokens, F.one_hot(torch.tensor(tokens, dtype=torch.long), self.vocab_size).float()  # (n, V)
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        return Tree.chain(self.match(list(context), gamma))
 
 
 class FallbackDrafter(Drafter):
-    """Ask `first` (e.g. prompt lookup with min_n=3: long, free matches); if it proposes nothing, ask
+    """Ask `first` (e.g. prompt lookup with min_n=3: long, free matches); if it drafts nothing, ask
     `then` for at most then_gamma tokens (a model draft is worth less per token and costs more).
-
     Example: FallbackDrafter(PromptLookupDrafter(min_n=3), ModelDrafter(load_model("draft")), then_gamma=4)
     """
 
     def __init__(self, first, then, then_gamma=None):
         self.first, self.then, self.then_gamma = first, then, then_gamma
-        self.vocab_size, self.calls = first.vocab_size or then.vocab_size, 0
+        self.vocab_size = first.vocab_size or then.vocab_size
 
-    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tokens, q = self.first.propose(context, gamma, temperature, top_k, top_p, generator)
-        if not tokens:
-            calls = getattr(self.then, "calls", 0)
-            tokens, q = self.then.propose(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p,
-                                          generator)
-            self.calls += getattr(self.then, "calls", 0) - calls
-        return tokens, q
+    @property
+    def calls(self):
+        return self.first.calls + self.then.calls
 
-    def rollback(self, n):
-        self.first.rollback(n), self.then.rollback(n)
+    def reset(self, target=None, cache=None):
+        self.first.reset(target, cache), self.then.reset(target, cache)
 
-    def reset(self):
-        self.first.reset(), self.then.reset()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator)
+        self.used = self.first if tree.tokens else self.then
+        if not tree.tokens:
+            tree = self.then.draft(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p, generator)
+        return tree
+
+    def accept(self, context, tree, path, hidden, logits):
+        for d in (self.first, self.then):  # the unused one saw an empty tree
+            d.accept(context, tree if d is self.used else Tree(), path if d is self.used else [], hidden, logits)
 
 
-def as_drafter(draft, target):
+def as_drafter(drafter, target):
     """A GPT becomes a ModelDrafter; anything else must be a Drafter with the target's vocabulary."""
-    from .model import GPT
-    if isinstance(draft, GPT):
-        draft = ModelDrafter(draft)
-    if not isinstance(draft, Drafter):
-        raise ValueError(f"draft must be a GPT or a Drafter, got {type(draft).__name__}")
-    if draft.vocab_size is not None and draft.vocab_size != target.config.vocab_size:
-        raise ValueError(f"draft vocab_size {draft.vocab_size} != target vocab_size {target.config.vocab_size}")
-    return draft
+    if isinstance(drafter, GPT):
+        drafter = ModelDrafter(drafter)
+    if not isinstance(drafter, Drafter):
+        raise ValueError(f"drafter must be a GPT or a Drafter, got {type(drafter).__name__}")
+    if drafter.vocab_size is not None and drafter.vocab_size != target.config.vocab_size:
+        raise ValueError(f"drafter vocab_size {drafter.vocab_size} != target vocab_size {target.config.vocab_size}")
+    return drafter
+
+
+def load_drafter(name, target, **options):
+    """Every shipped method by name, ready for speculative_generate(target, drafter, ...):
+    "draft", "draft_distilled" (ModelDrafter options), "lookup" (PromptLookupDrafter), "early_exit"
+    (EarlyExitDrafter, default k=2), "medusa", "hydra" (HeadDrafter on the shipped heads, each with
+    its default static tree). Example: load_drafter("hydra", load_model("target"))
+    """
+    from . import selfspec
+    makers = {"draft": lambda: ModelDrafter(load_model("draft"), **options),
+              "draft_distilled": lambda: ModelDrafter(load_model("draft_distilled"), **options),
+              "lookup": lambda: PromptLookupDrafter(**options),
+              "early_exit": lambda: selfspec.EarlyExitDrafter(target, **{"k": 2, **options}),
+              "medusa": lambda: selfspec.HeadDrafter(selfspec.load_heads(target, "medusa"), **options),
+              "hydra": lambda: selfspec.HeadDrafter(selfspec.load_heads(target, "hydra"), **options)}
+    if name not in makers:
+        raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(makers)}")
+    return as_drafter(makers[name](), target)

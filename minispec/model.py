@@ -2,12 +2,13 @@
 
 The architecture is GPT-2's exactly (learned positions, pre-LayerNorm with eps 1e-5, tanh-GELU,
 tied input/output embeddings, biases everywhere), so weights convert losslessly to and from
-`transformers`' GPT2LMHeadModel (see `to_hf_state_dict` / `from_hf_state_dict`).
+`transformers`' GPT2LMHeadModel (minispec.hf).
 
 Two differences from nanoGPT matter for speculative decoding:
   * the model returns logits at *every* position: verifying gamma drafted tokens needs gamma + 1
     next-token distributions from one forward pass;
   * the KV cache can be cropped back to any prefix, which is how rejected draft tokens are undone.
+The cache and every tensor the forward pass makes follow the weights' device and dtype.
 
 References: Radford et al. 2019 (GPT-2); Karpathy's nanoGPT.
 """
@@ -46,20 +47,29 @@ class KVCache:
 
     Storage is allocated once for `size` entries (default block_size); `length` says how many are
     valid. Rolling back after a rejected draft is therefore free: `crop(n)` just sets `length = n`.
-    A drafter growing a token tree needs more entries than positions: siblings share a position.
+    A token tree needs more entries than positions (siblings share a position): `keep` moves the
+    accepted branch's entries next to the context.
     """
 
-    def __init__(self, config, batch_size=1, size=None):
+    def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
         hs = config.n_embd // config.n_head
         shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, hs)
-        self.k, self.v = torch.zeros(shape), torch.zeros(shape)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0
 
     def crop(self, n):
-        """Forget everything after the first n positions."""
+        """Forget everything after the first n entries."""
         if not 0 <= n <= self.length:
             raise ValueError(f"cannot crop a cache of length {self.length} to {n}")
         self.length = n
+
+    def keep(self, start, nodes):
+        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ..."""
+        idx = start + torch.tensor(nodes, dtype=torch.long, device=self.k.device)
+        self.k[:, :, :, start:start + len(nodes)] = self.k[:, :, :, idx]  # (n_layer, B, H, n, hs)
+        self.v[:, :, :, start:start + len(nodes)] = self.v[:, :, :, idx]
+        self.crop(start + len(nodes))
 
 
 class CausalSelfAttention(nn.Module):
@@ -78,19 +88,11 @@ class CausalSelfAttention(nn.Module):
             cache.k[layer, :B, :, L:L + T] = k
             cache.v[layer, :B, :, L:L + T] = v
             k, v = cache.k[layer, :B, :, :L + T], cache.v[layer, :B, :, :L + T]
-        if mask is None:  # plain causal attention: query i sees every key up to its own position
-            S = k.shape[2]
-            if T == 1:
-                y = F.scaled_dot_product_attention(q, k, v)
-            elif S == T:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                causal = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)  # (T, S)
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
-        else:  # an explicit (T, S) boolean mask, e.g. tree attention
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        S = k.shape[2]
+        if mask is None and T > 1:  # plain causal attention: query i sees every key up to its own position
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # mask: (T, S) bool, e.g. tree attention
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
 class MLP(nn.Module):
@@ -146,35 +148,45 @@ class GPT(nn.Module):
             nn.init.zeros_(m.bias)
 
     def new_cache(self, batch_size=1, size=None):
-        return KVCache(self.config, batch_size, size)
+        """An empty KVCache on the weights' device and dtype (size entries, default block_size)."""
+        w = self.wte.weight
+        return KVCache(self.config, batch_size, size, w.device, w.dtype)
 
-    def forward(self, idx, cache=None, n_layer=None, pos=None, mask=None, all_exits=False):
+    def embed(self, idx, pos):
+        """Token ids (B, T) at positions (T,) -> the first hidden states h_0 (B, T, C)."""
+        if len(pos) and int(pos.max()) >= self.config.block_size:
+            raise ValueError(f"position {int(pos.max())} (a sequence of {int(pos.max()) + 1} tokens) exceeds "
+                             f"block_size={self.config.block_size}")
+        return self.wte(idx) + self.wpe(pos)
+
+    def blocks(self, x, cache=None, layers=None, mask=None):
+        """Run blocks `layers` (default all) on x (B, T, C), which follow the cache's `length` entries."""
+        if cache is not None and cache.length + x.shape[1] > cache.k.shape[3]:
+            raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {cache.length + x.shape[1]} needed "
+                             f"(block_size={self.config.block_size}; a bigger cache: new_cache(size=...))")
+        for i in range(self.config.n_layer) if layers is None else layers:
+            x = self.h[i](x, cache, i, mask)
+        return x
+
+    def forward(self, idx, cache=None, pos=None, mask=None, n_layer=None, all_exits=False):
         """idx (B, T) token ids -> logits (B, T, V).
 
         cache:   a KVCache; the new tokens follow its `length` cached ones, and it is extended.
-        n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit).
         pos, mask: explicit position ids (T,) and a (T, length + T) boolean attention mask, for
                  scoring a token tree in one pass. Default: consecutive positions, causal mask.
+        n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit).
         all_exits: return a list with the logits after every block (the early-exit training loss).
         """
-        B, T = idx.shape
         start = cache.length if cache is not None else 0
-        last = start + T - 1 if pos is None or T == 0 else int(pos.max())  # the furthest position fed
-        if last >= self.config.block_size:
-            raise ValueError(f"position {last} (a sequence of {last + 1} tokens) exceeds block_size={self.config.block_size}")
         if pos is None:
-            pos = torch.arange(start, start + T)
-        if cache is not None and start + T > cache.k.shape[3]:
-            raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {start + T} needed (block_size="
-                             f"{self.config.block_size}; a bigger cache: new_cache(size=...))")
-        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
-        exits = []
-        for i, block in enumerate(self.h[:n_layer]):
-            x = block(x, cache, i, mask)
+            pos = torch.arange(start, start + idx.shape[1], device=idx.device)
+        x, exits = self.embed(idx, pos), []
+        for i in range(self.config.n_layer if n_layer is None else n_layer):
+            x = self.blocks(x, cache, [i], mask)
             if all_exits:
                 exits.append(self.lm_head(self.ln_f(x)))
         if cache is not None:
-            cache.length = start + T
+            cache.length = start + idx.shape[1]
         return exits if all_exits else self.lm_head(self.ln_f(x))  # (B, T, V)
 
 
@@ -185,42 +197,16 @@ def save_model(model, path, **card):
 
 
 def load_model(name):
-    """Load a shipped model ("target" or "draft") or a path to a saved file: eval mode, fp32, CPU."""
+    """Load a shipped model ("target", "draft", "draft_distilled") or a path to a saved file: eval mode, fp32, CPU."""
     path = WEIGHTS_DIR / f"{name}.pt"
     if not path.exists():
         path = Path(name)
         if not (path.suffix == ".pt" and path.exists()):
-            shipped = sorted(p.stem for p in WEIGHTS_DIR.glob("*.pt"))
-            raise ValueError(f"unknown model {name!r}: shipped models are {shipped}, or give a path to a .pt file")
+            raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', 'target'], "
+                             "or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
     state["lm_head.weight"] = state["wte.weight"]
     model.load_state_dict(state)
-    return model.eval()
-
-
-# --- transformers' GPT2LMHeadModel uses Conv1D layers: the same weights, transposed ---
-_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-
-
-def to_hf_state_dict(model):
-    """minispec GPT -> state dict for transformers.GPT2LMHeadModel (load with strict=False)."""
-    out = {}
-    for k, v in model.state_dict().items():
-        out[k if k.startswith("lm_head") else "transformer." + k] = v.t() if k.endswith(_CONV1D) else v
-    return out
-
-
-def from_hf_state_dict(state, config):
-    """transformers.GPT2LMHeadModel state dict -> minispec GPT (the inverse of to_hf_state_dict)."""
-    model = GPT(config)
-    ours = {}
-    for k, v in state.items():
-        if k.endswith((".attn.bias", ".attn.masked_bias")):
-            continue  # HF's causal-mask buffers, not weights
-        k = k.removeprefix("transformer.")
-        ours[k] = v.t() if k.endswith(_CONV1D) else v
-    ours.setdefault("lm_head.weight", ours["wte.weight"])
-    model.load_state_dict(ours)
     return model.eval()

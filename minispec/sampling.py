@@ -27,9 +27,10 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
     Example: probs(torch.tensor([0., 1., 2.]), temperature=0) -> tensor([0., 0., 1.])
     """
     check_sampling_args(temperature, top_k, top_p)
-    logits = logits.float()
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # softmax in at least float32 (float64 models stay float64)
     if temperature == 0:
-        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+        return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1)

@@ -1,4 +1,4 @@
-"""Closed forms of speculative decoding (Leviathan et al. 2023, section 3; survey section 2).
+"""Closed forms of speculative decoding (Leviathan et al. 2023, section 3), and the costs they need, measured.
 
 alpha    expected acceptance of one drafted token: alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)
 gamma    drafted tokens per target call
@@ -9,7 +9,11 @@ If each drafted token is kept independently with probability alpha, the number k
 truncated geometric variable, and each target call yields that many tokens plus one:
     E[tokens per target call] = (1 - alpha^(gamma + 1)) / (1 - alpha)
     speedup = E[tokens per target call] / (gamma * c + v)
+c and v are measured on this machine with `step_cost` (notebooks 00 and 03, the benchmarks).
 """
+import statistics
+import time
+
 import torch
 
 
@@ -58,3 +62,18 @@ def speedup(alpha, gamma, c, v=1.0, n_tokens=None, prefill=0.0, draft_prefill=0.
 def best_gamma(alpha, c, max_gamma=16, v=None):
     """The gamma in 1..max_gamma with the highest speedup; v(gamma) gives the verify cost (default 1)."""
     return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))
+
+
+@torch.inference_mode()
+def step_cost(model, k, context=128, reps=60):
+    """Median seconds of one cached forward over k new tokens after `context` cached ones."""
+    cache, times, dev = model.new_cache(), [], model.wte.weight.device
+    if context:
+        model(torch.zeros(1, context, dtype=torch.long, device=dev), cache)
+    x = torch.zeros(1, k, dtype=torch.long, device=dev)
+    for _ in range(reps):
+        t = time.perf_counter()
+        model(x, cache)
+        times.append(time.perf_counter() - t)
+        cache.crop(context)
+    return statistics.median(times[5:])

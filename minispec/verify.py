@@ -7,16 +7,27 @@ draft proposes gamma tokens x_1..x_gamma, and alpha is the chance that a drafted
   * greedy_accept: keep the longest prefix on which the draft agrees with the target's argmax,
     then add the target's own argmax. Output = the target's greedy text exactly.
   * speculative_accept (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2): keep x_i with
-    probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection, draw from the residual
-    norm(max(0, p_i - q_i)); if all gamma are kept, draw a bonus token from p_{gamma+1}.
+    probability accept_prob = min(1, p_i(x_i) / q_i(x_i)); at the first rejection, draw from the
+    residual norm(max(0, p_i - q_i)); if all gamma are kept, draw a bonus token from p_{gamma+1}.
     Each emitted token is distributed exactly as p: P(keep, x) + P(reject) * residual(x)
     = min(p, q)(x) + (p - min(p, q))(x) = p(x).
   * multi_draft_accept (SpecInfer, Miao et al. 2024): several candidates drawn iid from q at one
     tree node, tried in turn, replacing p by its residual after each rejection.
+  * verify_tree: the walk the decoding loop does for every drafter (a chain is a tree with one
+    branch): greedy at temperature 0, multi_draft_accept node by node otherwise.
+  * typical_accept (Medusa, Cai et al. 2024) is LOSSY, used only when asked for by name.
 """
 import torch
 
 from .sampling import sample
+
+
+def accept_prob(p, q):
+    """min(1, p / q), elementwise: the chance that a token drawn from q is kept (1 where q = 0, never drawn).
+
+    Example: accept_prob(torch.tensor([.5, .1]), torch.tensor([.25, .4])) -> tensor([1.0000, 0.2500])
+    """
+    return torch.where(q > 0, p / q, 1.0).clamp(max=1)
 
 
 def residual(p, q):
@@ -55,10 +66,8 @@ def speculative_accept(draft_tokens, q, p, generator=None):
     draft_tokens = [int(t) for t in draft_tokens]
     _check(draft_tokens, p, q)
     for i, x in enumerate(draft_tokens):
-        r = torch.rand((), generator=generator)
-        # Step 1: keep x with probability min(1, p/q). Written r * q < p, it needs no division:
-        # p == q keeps always (r < 1), p == 0 never keeps, and q == 0 with p > 0 keeps.
-        if r * q[i, x] < p[i, x]:
+        # Step 1: keep x with probability min(1, p/q): p == q keeps always (r < 1), p == 0 never.
+        if torch.rand((), generator=generator) < accept_prob(p[i, x], q[i, x]):
             continue
         # Step 2: rejected -> draw the correction from the residual distribution.
         return i, sample(residual(p[i], q[i]), generator)
@@ -75,7 +84,40 @@ def multi_draft_accept(candidates, q, p, generator=None):
     if q.dim() != 1 or p.shape != q.shape:
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and {tuple(q.shape)}")
     for x in (int(c) for c in candidates):
-        if torch.rand((), generator=generator) * q[x] < p[x]:
+        if torch.rand((), generator=generator) < accept_prob(p[x], q[x]):
             return x
         p = residual(p, q)
     return sample(p, generator)
+
+
+def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accept):
+    """Walk a drafted tree with the target's p (1 + N, V): row 0 after the context (the root), row 1 + i
+    after node i -> (path: the kept nodes, root's child first; token: the target's own next token).
+
+    Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain).
+    Otherwise, at each node: `rule` turns the candidates drawn from the draft's q there into one token
+    ~ p (speculative_accept's step, on a chain); descend if it is a child, else stop. Where the
+    children are deterministic guesses (q is None: heads, lookahead), draw x ~ p and descend if a child
+    holds it. Every emitted token follows p, so by induction over depth the output does too.
+    """
+    path, node = [], -1
+    while True:
+        kids, pn = tree.children(node), p[node + 1]
+        if temperature == 0:
+            tok = int(pn.argmax())
+        elif kids and (tree.q[node] is not None or rule is not multi_draft_accept):
+            tok = rule(tree.cands[node], tree.q[node], pn, generator)
+        else:  # a leaf (the bonus token), or deterministic guesses
+            tok = sample(pn, generator)
+        if tok not in kids:
+            return path, tok
+        node = kids[tok]
+        path.append(node)
+
+
+def typical_accept(candidates, q, p, generator=None, eps=0.3, delta=0.09):
+    """LOSSY (Medusa's typical acceptance): keep the first candidate with p(x) > min(eps, delta * exp(-H(p))),
+    else sample from p. Faster on high-entropy text, but the output no longer follows p."""
+    entropy = -(p * p.clamp(min=1e-30).log()).sum()
+    ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
+    return ok[0] if ok else sample(p, generator)

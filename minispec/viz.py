@@ -4,15 +4,18 @@ Every round of `speculative_generate` leaves a Step record; `trace_segments` tur
 (text, kind) pieces: accepted (a kept draft), rejected (a discarded draft, struck through),
 correction (the target's token after a rejection), bonus (its free token after a fully kept draft),
 colored alike by `ansi_trace` (terminal), `html_trace` (notebook) and `plot_trace` (figure).
+`draw_tree` draws a drafted tree with its accepted path; `show(fn)` prints the package's own source
+of a function, so a notebook shows the code under its equation (one source of truth).
 Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
 """
 import html
-from itertools import groupby
+import inspect
+import itertools
 
 import numpy as np
 import torch
 
-from .decode import speculative_generate
+from .speculate import speculative_generate
 from .model import decode, encode
 from .sampling import probs
 from .theory import accepted_pmf, alpha_from_acceptance
@@ -64,7 +67,7 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None):
     Example: plot_trace(speculative_generate(target, draft, encode("def "), 40).steps)
     """
     cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
-    for kind, group in groupby(trace_segments(steps, show_rejected), key=lambda seg: seg[1]):
+    for kind, group in itertools.groupby(trace_segments(steps, show_rejected), key=lambda seg: seg[1]):
         text = "".join(t for t, _ in group).replace("\t", "    ").replace("\n", "⏎" if kind == "rejected" else "\n")
         text = "".join(ch if ch.isprintable() or ch == "\n" else "·" for ch in text)
         for i, line in enumerate(text.split("\n")):
@@ -166,3 +169,31 @@ def pq_explorer(target, draft, prompt, top=12):
         display(plot_pq(probs(lp, temperature), probs(lq, temperature), top=top))
         plt.close("all")
     return w.interactive(show, temperature=w.FloatSlider(1.0, min=0, max=2, step=0.05))
+
+
+def show(*objs):
+    """Print the source of each function or class: the code a notebook teaches, shown from the package."""
+    for obj in objs:
+        print(inspect.getsource(obj))
+
+
+def draw_tree(tree, path=(), ax=None, label=None):
+    """The tree left to right, the accepted path in green. label: token id -> text (default: bytes)."""
+    import matplotlib.pyplot as plt
+    label = label or (lambda t: repr(decode([t]))[1:-1])
+    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    d, y, rows = {-1: 0, **dict(enumerate(tree.depths().tolist()))}, {}, itertools.count()
+
+    def place(i):  # a leaf takes the next row, a parent the mean of its children's rows
+        kids = list(tree.children(i).values())
+        y[i] = sum(map(place, kids)) / len(kids) if kids else -next(rows)
+        return y[i]
+    place(-1)
+    for i, (t, par) in enumerate(zip(tree.tokens, tree.parents)):
+        color = "#2e7d32" if i in path else "#9e9e9e"
+        ax.plot([d[par], d[i]], [y[par], y[i]], color=color, lw=2 if i in path else 1, zorder=0)
+        ax.text(d[i], y[i], label(t), ha="center", va="center", family="monospace",
+                bbox=dict(boxstyle="round", fc="#c8e6c9" if i in path else "white", ec=color))
+    ax.text(0, y[-1], "root", ha="center", va="center", bbox=dict(boxstyle="round", fc="#eeeeee"))
+    ax.set(xlabel="depth", xticks=range(max(d.values()) + 1), yticks=[], frame_on=False)
+    return ax

@@ -1,12 +1,13 @@
 """Train the shipped byte-level models on the Python standard library's own source.
 
-    python -m minispec.train --model target    # 6 layers, d=256, early-exit loss
-    python -m minispec.train --model draft     # 1 layer,  d=128
-    python -m minispec.train --distill         # the draft, distilled on the target (draft_distilled.pt)
+    python scripts/train.py --model target    # 6 layers, d=256, early-exit loss
+    python scripts/train.py --model draft     # 1 layer,  d=128
+    python scripts/train.py --distill         # the draft, distilled on the target (draft_distilled.pt)
 
 The corpus is every `.py` file of the running Python's standard library except tests: it is on
 every machine, needs no download, and is code, where speculative decoding shines. A fixed list
-of files is held out for evaluation and for the benchmark prompts.
+of files is held out for evaluation and for the benchmark prompts; a copy of them ships with the
+package (minispec.data), so only training reads the local standard library.
 
 Early-exit loss (LayerSkip, Elhoushi et al. 2024): the logits after *every* block, through the
 shared final LayerNorm and head, are trained to predict the next byte,
@@ -22,9 +23,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .model import GPT, GPTConfig, WEIGHTS_DIR, load_model, save_model
+from minispec.data import HELD_OUT, bits_per_byte, get_batch
+from minispec.model import GPT, GPTConfig, WEIGHTS_DIR, load_model, save_model
+from minispec.selfspec import early_exit_loss
 
-HELD_OUT = ("textwrap.py", "fractions.py", "heapq.py", "statistics.py", "shlex.py", "calendar.py")
 PRESETS = {
     "target": dict(n_layer=6, n_head=8, n_embd=256, steps=1500, batch_size=8, lr=1.5e-3, early_exit=True),
     "draft": dict(n_layer=1, n_head=4, n_embd=128, steps=2000, batch_size=16, lr=3e-3, early_exit=False),
@@ -43,37 +45,6 @@ def corpus_files():
 
 def load_bytes(files):
     return torch.tensor(list(b"".join(p.read_bytes() + b"\n\n" for p in files)), dtype=torch.long)
-
-
-def get_batch(data, batch_size, block_size, generator):
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
-    x = torch.stack([data[i:i + block_size] for i in ix])
-    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
-    return x, y
-
-
-def early_exit_loss(exits, y):
-    """Final-layer cross-entropy plus the earlier exits, weighted l / N (deeper exits count more)."""
-    N = len(exits)
-    ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
-    extra = sum(l / N * ce[l - 1] for l in range(1, N)) / max(N - 1, 1)
-    return ce[-1] + extra, ce
-
-
-@torch.no_grad()
-def bits_per_byte(model, data, block_size=256, max_windows=128):
-    """Held-out bits per byte of every exit (last entry: the full model), over up to max_windows
-    non-overlapping windows spread evenly across the data (so every held-out file counts)."""
-    model.eval()
-    n = min(max_windows, (len(data) - 1) // block_size)
-    totals = torch.zeros(model.config.n_layer)
-    for w in range(n):
-        s = w * ((len(data) - 1) // n)
-        x = data[s:s + block_size][None]
-        y = data[s + 1:s + block_size + 1]
-        for l, logits in enumerate(model(x, all_exits=True)):
-            totals[l] += F.cross_entropy(logits[0], y)
-    return (totals / n / math.log(2)).tolist()
 
 
 def train(name, n_layer, n_head, n_embd, steps, batch_size, lr, early_exit, block_size=256,

@@ -1,0 +1,56 @@
+"""The held-out text every notebook and benchmark reads, shipped with the package.
+
+Six files of the Python 3.11.7 standard library (PSF license) that the shipped models never saw in
+training. Shipping them makes every prompt and every held-out number independent of the Python
+that runs the notebooks (Colab's differs); only retraining reads the local standard library
+(scripts/train.py).
+"""
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HELD_OUT = ("calendar.py", "fractions.py", "heapq.py", "shlex.py", "statistics.py", "textwrap.py")
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def heldout_files():
+    """The six held-out files, as bytes, in the order above."""
+    return [(DATA_DIR / f"{name}.txt").read_bytes() for name in HELD_OUT]
+
+
+def heldout():
+    """All held-out text as one byte tensor (files separated by a blank line)."""
+    return torch.tensor(list(b"".join(f + b"\n\n" for f in heldout_files())), dtype=torch.long)
+
+
+def prompts(n=8, length=128, offset=0):
+    """n prompts of `length` bytes from the held-out files, each starting at a line start: prompt i
+    starts a quarter, a half, ... into file i % 6 (prompts(8) are the benchmarks' prompts).
+    offset: skip that many prompts (prompts(10, offset=8): ten others)."""
+    files, out = heldout_files(), []
+    for i in range(offset, offset + n):
+        data = files[i % len(files)]
+        start = data.index(b"\n", len(data) * (1 + i // len(files)) // 4) + 1
+        out.append(list(data[start:start + length]))
+    return out
+
+
+def get_batch(data, batch_size, block_size, generator):
+    """Random windows of a byte tensor: inputs x and next-byte targets y, both (batch_size, block_size)."""
+    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
+    return (torch.stack([data[i:i + block_size] for i in ix]), torch.stack([data[i + 1:i + 1 + block_size] for i in ix]))
+
+
+@torch.no_grad()
+def bits_per_byte(model, data, block_size=256, max_windows=128):
+    """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
+    max_windows non-overlapping windows spread evenly across it (so every held-out file counts)."""
+    n = min(max_windows, (len(data) - 1) // block_size)
+    totals = torch.zeros(model.config.n_layer)
+    for w in range(n):
+        s = w * ((len(data) - 1) // n)
+        for layer, logits in enumerate(model(data[s:s + block_size][None], all_exits=True)):
+            totals[layer] += F.cross_entropy(logits[0], data[s + 1:s + block_size + 1])
+    return (totals / n / math.log(2)).tolist()
