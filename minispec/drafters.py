@@ -6,11 +6,11 @@ The loop (speculate.speculative_generate) calls a drafter at four points of ever
     draft(context, gamma, ...)  -> a Tree of at most gamma drafted tokens; a sampled token carries the
                                 q it was drawn from (speculative sampling is lossless for *any* q, as
                                 long as the token really was drawn from it), a deterministic guess q None
-    score(target, cache, context, tree)  -> the target's last hidden states and logits at the root and
-                                at every node: the round's ONE target call (default: tree.score_tree;
-                                early exit overrides it to reuse what drafting computed)
+    score(target, cache, context, tree)  -> the target's last hidden states and logits of every token it
+                                read: the round's ONE target call (default: tree.score_tree; early
+                                exit overrides it to reuse what drafting computed)
     accept(context, tree, path, hidden, logits)  after verification: the kept path, and what the
-                                verification pass computed (heads read hidden, lookahead the logits)
+                                verification pass computed (heads and EAGLE read hidden, lookahead logits)
 
 Independent drafters here (survey section 2.1.1):
   * ModelDrafter: a small GPT drafting autoregressively, a chain (optionally stopped at the first
@@ -42,7 +42,8 @@ class Drafter:
         raise NotImplementedError
 
     def score(self, target, cache, context, tree):
-        """The verification pass: (hidden (1 + N, C), logits (1 + N, V)) at the root and each node."""
+        """The verification pass: the target's last hidden states (T, C) and logits (T, V) of every token
+        it read: the uncached end of the context, then the N nodes (the last 1 + N rows: root, nodes)."""
         return score_tree(target, cache, context, tree)
 
     def accept(self, context, tree, path, hidden, logits):
@@ -94,6 +95,9 @@ class ModelDrafter(Drafter):
             if unsure(logits, self.threshold):
                 break  # the unsure token is still proposed: it may well be right
         return Tree.chain(tokens, qs)  # the cache holds context + tokens[:-1]
+
+    def expand(self, context, fed, nodes):  # for grow_tree: the draft's logits after these nodes
+        return score_tree(self.model, self.cache, context, fed, nodes)[1]
 
     def accept(self, context, tree, path, hidden, logits):
         kept = len(path) if self.branching is None else 0  # a tree's nodes are re-read along the kept path
@@ -149,14 +153,12 @@ class FallbackDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator)
-        self.used = self.first if tree.tokens else self.then
         if not tree.tokens:
             tree = self.then.draft(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p, generator)
         return tree
 
     def accept(self, context, tree, path, hidden, logits):
-        for d in (self.first, self.then):  # the unused one saw an empty tree
-            d.accept(context, tree if d is self.used else Tree(), path if d is self.used else [], hidden, logits)
+        self.first.accept(context, tree, path, hidden, logits), self.then.accept(context, tree, path, hidden, logits)
 
 
 def as_drafter(drafter, target):

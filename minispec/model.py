@@ -52,10 +52,8 @@ class KVCache:
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        hs = config.n_embd // config.n_head
-        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, hs)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, config.n_embd // config.n_head)
+        self.k, self.v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
         self.length = 0
 
     def crop(self, n):
@@ -141,10 +139,10 @@ class GPT(nn.Module):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layer))
 
     @staticmethod
-    def _init_weights(m):
+    def _init_weights(m):  # GPT-2's init: N(0, 0.02) weights, zero biases
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
+        if getattr(m, "bias", None) is not None:
             nn.init.zeros_(m.bias)
 
     def new_cache(self, batch_size=1, size=None):

@@ -84,8 +84,7 @@ class EarlyExitDrafter(Drafter):
         self.cache.length = self.deep
         h = self.model.ln_f(self.model.blocks(torch.cat(self.h, 1), self.cache, range(self.k, self.model.config.n_layer)))
         self.cache.length, self.deep, self.h = len(seq), len(seq), []
-        h = h[0, -len(tree.tokens) - 1:]  # the root and each draft
-        return h, self.model.lm_head(h)
+        return h[0], self.model.lm_head(h[0])
 
     def accept(self, context, tree, path, hidden, logits):
         self.shallow = self.deep = len(context) + len(path)  # the loop cropped the cache there
@@ -213,7 +212,8 @@ class HeadDrafter(Drafter):
         return Tree.from_paths([tokens[path] for path in ranks], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
-        self.h = hidden[path[-1] + 1 if path else 0]  # the hidden state that predicted the target's token
+        root = len(hidden) - len(tree.tokens) - 1
+        self.h = hidden[root + 1 + path[-1] if path else root]  # the hidden state that predicted the target's token
 
 
 class Lookahead(Drafter):
@@ -239,7 +239,8 @@ class Lookahead(Drafter):
         return Tree.from_paths([self.inputs[1:]] + [list(c) for c in grams], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
-        out = logits[:self.W + 1].argmax(-1).tolist()  # out[j]: the target's token after window node j (0: root)
+        root = len(logits) - len(tree.tokens) - 1
+        out = logits[root:root + self.W + 1].argmax(-1).tolist()  # out[j]: the target's token after window node j (0: root)
         self._harvest(len(context) - 1, self.inputs, out)
         self.guess = out[len(path) + 1:]
 

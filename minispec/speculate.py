@@ -37,9 +37,7 @@ class Step:
     @property
     def drafted(self):
         """The kept tokens, then the rest of the draft's most probable branch (what a trace shows)."""
-        node, out = -1, []
-        for node in self.path:
-            out.append(self.tree.tokens[node])
+        out, node = [self.tree.tokens[i] for i in self.path], self.path[-1] if self.path else -1
         while self.tree.children(node):
             node = max(self.tree.children(node).values(), key=lambda i: self.tree.scores[i])
             out.append(self.tree.tokens[node])
@@ -78,10 +76,8 @@ def prepare(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
         raise ValueError("ids must be token ids, not text: use minispec.encode(text)")
     ids = [int(i) for i in (ids.flatten().tolist() if torch.is_tensor(ids) else ids)]
     V, block = model.config.vocab_size, model.config.block_size
-    if not ids:
-        raise ValueError("the prompt is empty: give at least one token")
-    if not all(0 <= i < V for i in ids):
-        raise ValueError(f"prompt token ids must lie in [0, {V})")
+    if not ids or not all(0 <= i < V for i in ids):
+        raise ValueError(f"the prompt is empty or has ids outside [0, {V}): give token ids in that range")
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens}")
     if max_new_tokens >= block:
@@ -144,8 +140,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     while len(context) - len(ids) < max_new_tokens and eos_token not in context[len(ids):]:
         k = min(policy.gamma, max_new_tokens - (len(context) - len(ids)) - 1)  # a round adds <= k + 1 tokens
         tree = drafter.draft(context, k, temperature, top_k, top_p, g)  # k = 0: the last token, no drafts
-        hidden, logits = drafter.score(target, cache, context, tree)  # the one target call: (1 + N, C), (1 + N, V)
-        p = probs(logits, temperature, top_k, top_p).cpu()
+        hidden, logits = drafter.score(target, cache, context, tree)  # the one target call: (T, C), (T, V)
+        p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V): root, nodes
         path, token = verify_tree(tree, p, temperature, g, rule)
         cache.keep(len(context), path)  # the context and the kept path, in order
         drafter.accept(context, tree, path, hidden, logits)

@@ -95,22 +95,22 @@ def tree_mask(parents, n_ctx, n_prefix=0, nodes=None):
 
 def score_tree(model, cache, context, tree, nodes=None):
     """One forward over the uncached context and nodes a..b-1 (default all) -> the last hidden states
-    ln_f(h_N) and the logits at the root and at each node fed: (1 + b - a, C) and (1 + b - a, V)
-    (without the root row if the cache already held the whole context)."""
+    ln_f(h_N) (T, C) and the logits (T, V) of every token fed: the uncached context, then the nodes
+    (so the last 1 + b - a rows are the root and the nodes, if the root was fed)."""
     prefix, (a, b), n = context[cache.length:], nodes or (0, len(tree.tokens)), len(context)
     dev = model.wte.weight.device
     pos = torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]).to(dev)  # depth d: n - 1 + d
     x = model.embed(torch.tensor([prefix + tree.tokens[a:b]], device=dev), pos)  # (1, T, C)
     h = model.ln_f(model.blocks(x, cache, mask=tree_mask(tree.parents, n, len(prefix), (a, b)).to(dev)))[0]
     cache.length += x.shape[1]
-    h = h[max(0, len(prefix) - 1):]
     return h, model.lm_head(h)
 
 
 @torch.inference_mode()
 def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, temperature=0.0, top_k=None,
               top_p=None, generator=None, score_temperature=1.0):
-    """Draft a tree of at most gamma nodes with a model drafter (its .model and .cache), one draft call per depth.
+    """Draft a tree of at most gamma nodes, one draft call per depth: drafter.expand(context, fed, nodes)
+    returns the draft's logits after nodes a..b-1 of the tree `fed` (after the context if nodes is None).
 
     branching[d]: children of each expanded node at depth d: the draft's top-k at temperature 0,
     iid draws from q otherwise. width: expand only the `width` nodes of each depth with the
@@ -134,7 +134,7 @@ def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, tempe
         for i in level if d else []:
             at[i] = fed.add(at[tree.parents[i]], tree.tokens[i])
         nodes = (len(fed.tokens) - len(level), len(fed.tokens)) if d else None
-        logits = score_tree(drafter.model, drafter.cache, context, fed, nodes)[1][-len(level):]  # (len(level), V)
+        logits = drafter.expand(context, fed, nodes)[-len(level):]  # (len(level), V)
         drafter.calls += 1
         conf = torch.softmax(logits.float() / score_temperature, -1).cpu()  # the draft's confidence, also at T = 0
         nxt = []

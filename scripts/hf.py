@@ -1,14 +1,33 @@
 """minispec GPT <-> transformers GPT2LMHeadModel, and real GPT-2 checkpoints (`pip install minispec[hf]`).
 
-minispec's GPT is GPT-2 exactly, so conversion only renames keys and transposes the Conv1D weights
-(model.to_hf_state_dict / from_hf_state_dict). That gives two things:
+minispec's GPT is GPT-2 exactly, so conversion only renames keys and transposes the weights of
+transformers' Conv1D layers (the same matrices, stored transposed). That gives two things:
   * a reference: the same weights in transformers give the same logits and the same greedy text,
     and `model.generate(..., assistant_model=...)` can be compared with speculative_generate;
   * real models: load_gpt2("gpt2-xl") puts OpenAI's weights into a minispec GPT, so the notebooks'
     code runs unchanged on them (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2: one tokenizer).
 transformers is imported inside the functions: the rest of minispec never needs it.
 """
-from .model import GPTConfig, from_hf_state_dict, to_hf_state_dict
+from minispec.model import GPT, GPTConfig
+
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def to_hf_state_dict(model):
+    """minispec GPT -> state dict for transformers.GPT2LMHeadModel (load with strict=False)."""
+    return {(k if k.startswith("lm_head") else "transformer." + k): v.t() if k.endswith(_CONV1D) else v
+            for k, v in model.state_dict().items()}
+
+
+def from_hf_state_dict(state, config):
+    """transformers.GPT2LMHeadModel state dict -> minispec GPT (the inverse of to_hf_state_dict)."""
+    ours = {k.removeprefix("transformer."): v for k, v in state.items()
+            if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # HF's causal-mask buffers, not weights
+    ours = {k: v.t() if k.endswith(_CONV1D) else v for k, v in ours.items()}
+    ours.setdefault("lm_head.weight", ours["wte.weight"])
+    model = GPT(config)
+    model.load_state_dict(ours)
+    return model.eval()
 
 
 def to_hf(model):
