@@ -1,4 +1,4 @@
-"""python -m minispec.bench -- measured speedup against theory, on held-out standard-library code.
+"""python benchmarks/bench.py -- measured speedup against theory, on held-out standard-library code.
 
 For each temperature and gamma, every prompt is decoded autoregressively and speculatively back
 to back in this process, and the speedup is the median of these paired ratios (the machine is
@@ -18,37 +18,11 @@ from pathlib import Path
 
 import torch
 
-from . import generate, load_model, speculative_generate
-from .theory import alpha_from_acceptance, speedup
-from .train import corpus_files
+from minispec import generate, load_model, speculative_generate
+from minispec.data import prompts as bench_prompts
+from minispec.theory import alpha_from_acceptance, speedup, step_cost
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
-
-
-def bench_prompts(n=8, length=128):
-    """n prompts of `length` bytes from the held-out files, each starting at a line start."""
-    files = corpus_files()[1]
-    prompts = []
-    for i in range(n):
-        data = files[i % len(files)].read_bytes()
-        start = data.index(b"\n", len(data) * (1 + i // len(files)) // 4) + 1
-        prompts.append(list(data[start:start + length]))
-    return prompts
-
-
-@torch.inference_mode()
-def step_cost(model, k, context=128, reps=60):
-    """Median seconds of one cached forward over k new tokens after `context` cached ones."""
-    cache, times = model.new_cache(), []
-    if context:
-        model(torch.zeros(1, context, dtype=torch.long), cache)
-    x = torch.zeros(1, k, dtype=torch.long)
-    for _ in range(reps):
-        t = time.perf_counter()
-        model(x, cache)
-        times.append(time.perf_counter() - t)
-        cache.crop(context)
-    return statistics.median(times[5:])
 
 
 def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft"):
@@ -72,10 +46,10 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
                 kw = dict(max_new_tokens=max_new_tokens, temperature=temp, seed=i)
                 ar = generate(target, ids, **kw)
                 sp = speculative_generate(target, draft, ids, gamma=g, **kw)
-                ratios.append(ar.stats["wall_time"] / sp.stats["wall_time"])
+                ratios.append(ar.stats.wall_time / sp.stats.wall_time)
                 kept += sum(s.accepted for s in sp.steps)
-                drafted += sp.stats["drafted"]
-                calls += sp.stats["target_calls"]
+                drafted += sp.stats.drafted
+                calls += sp.stats.target_calls
                 toks += len(sp.tokens)
             acc = kept / drafted
             alpha = alpha_from_acceptance(acc, g)

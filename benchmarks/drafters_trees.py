@@ -7,7 +7,8 @@ autoregressive decoding measured in the same run (each prompt decoded autoregres
 before the method; the median of these paired ratios, and the ratio of total times). Every
 method's output is checked to equal the autoregressive greedy output. Then, at equal draft
 budgets (drafted tokens verified per target call), tree vs chain tokens per target call, on the
-benchmark prompts and on 10 other held-out prompts. The dynamic trees take the top-4 children of
+benchmark prompts and on 10 other held-out prompts. Every method runs through the one loop,
+ms.speculative_generate, with its drafter. The dynamic trees take the top-4 children of
 the 4 most probable nodes per depth and keep the `budget` most probable nodes; their scores use
 the draft's logits / t, with t fitted (fit_score_temperature) on 48 calibration prompts from the
 held-out files that are neither set. Last, what the best *static* tree could do: at temperature 0 a rank-path tree accepts the longest prefix of
@@ -23,21 +24,35 @@ import statistics
 import torch
 
 import minispec as ms
-from minispec.bench import bench_prompts
-from minispec.adaptive import ConfidenceDrafter
+from minispec.data import heldout_files, prompts as bench_prompts
 from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
-from minispec.model import WEIGHTS_DIR
-from minispec.train import corpus_files
-from minispec.tree import fit_score_temperature, greedy_draft_logits, tree_generate
 
 
 def calibration_prompts(length=128):
-    """8 prompts per held-out file, starting at odd sixteenths (bench_prompts starts at quarters)."""
+    """8 prompts per held-out file, starting at odd sixteenths (the benchmark prompts start at quarters)."""
     out = []
-    for f in corpus_files()[1]:
-        data = f.read_bytes()
+    for data in heldout_files():
         out += [list(data[s:s + length]) for k in range(1, 16, 2) for s in [data.index(b"\n", len(data) * k // 16) + 1]]
     return out
+
+
+@torch.inference_mode()
+def greedy_draft_logits(target, draft, prompts, max_new_tokens=100):
+    """Along the target's greedy continuation of each prompt: the draft's logits before each token
+    (n, V) and the tokens (n,), i.e. what a tree must contain at temperature 0. draft: a GPT."""
+    logits, tokens = [], []
+    for ids in prompts:
+        seq = ids + ms.generate(target, ids, max_new_tokens).tokens
+        logits.append(draft(torch.tensor([seq]))[0, len(ids) - 1:-1].float())
+        tokens.append(torch.tensor(seq[len(ids):]))
+    return torch.cat(logits), torch.cat(tokens)
+
+
+def fit_score_temperature(logits, tokens, grid=(0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2)):
+    """Temperature scaling (Guo et al. 2017): the t in `grid` with the lowest cross-entropy of
+    `tokens` under softmax(logits / t). One number that makes a draft's confidences honest.
+    Example: fit_score_temperature(*greedy_draft_logits(target, draft, prompts))"""
+    return min(grid, key=lambda t: float(torch.nn.functional.cross_entropy(logits / t, tokens)))
 
 
 def tokens_per_call(run, target, prompts, n):
@@ -45,7 +60,7 @@ def tokens_per_call(run, target, prompts, n):
     for ids in prompts:
         res = run(ids)
         assert res.tokens == ms.generate(target, ids, n).tokens, "output differs from greedy decoding"
-        calls, toks = calls + res.stats["target_calls"], toks + len(res.tokens)
+        calls, toks = calls + res.stats.target_calls, toks + len(res.tokens)
     return toks / calls
 
 
@@ -55,11 +70,12 @@ def measure(name, run, target, prompts, n):
         ar = ms.generate(target, ids, n)
         res = run(ids)
         assert res.tokens == ar.tokens, f"{name}: output differs from greedy decoding"
-        ratios.append(ar.stats["wall_time"] / res.stats["wall_time"])
-        t_ar, t_m = t_ar + ar.stats["wall_time"], t_m + res.stats["wall_time"]
-        calls, toks = calls + res.stats["target_calls"], toks + len(res.tokens)
+        ratios.append(ar.stats.wall_time / res.stats.wall_time)
+        t_ar, t_m = t_ar + ar.stats.wall_time, t_m + res.stats.wall_time
+        calls, toks = calls + res.stats.target_calls, toks + len(res.tokens)
     row = dict(name=name, tokens_per_call=toks / calls, speedup=statistics.median(ratios), total=t_ar / t_m)
-    print(f"| {name:42} | {row['tokens_per_call']:5.2f} | {row['speedup']:5.2f}x | {row['total']:5.2f}x |", flush=True)
+    print(f"| {name:42} | {row['tokens_per_call']:5.2f} | {row['speedup']:5.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
+          f"| {row['total']:5.2f}x |", flush=True)
     return row
 
 
@@ -106,40 +122,34 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, draft = ms.load_model("target"), ms.load_model("draft")
-    drafts = {"draft": draft}
-    if (WEIGHTS_DIR / "draft_distilled.pt").exists():
-        drafts["distilled"] = ms.load_model("draft_distilled")
+    drafts = {"draft": draft, "distilled": ms.load_model("draft_distilled")}
     prompts, n = bench_prompts(args.prompts), args.max_new_tokens
     ms.generate(target, prompts[0], 16)  # warm up
     print(f"{len(prompts)} held-out prompts, {n} new tokens, temperature 0, torch threads {torch.get_num_threads()}")
-    print(f"| {'method':42} | tok/call | speedup (median) | speedup (total) |")
+    print(f"| {'method':42} | tok/call | speedup (median, min-max) | speedup (total) |")
     rows = {}
     for label, d in drafts.items():
         rows[f"chain {label}"] = measure(f"chain, {label}, gamma=4", lambda ids: ms.speculative_generate(
             target, d, ids, n, gamma=4), target, prompts, n)
-    best = drafts.get("distilled", draft)
+    best = drafts["distilled"]
     rows["lookup"] = measure("prompt lookup, gamma=12", lambda ids: ms.speculative_generate(
         target, PromptLookupDrafter(3), ids, n, gamma=12), target, prompts, n)
     rows["fallback"] = measure("lookup (n>=2, gamma=12) else model (gamma=4)", lambda ids: ms.speculative_generate(
         target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=12), target, prompts, n)
     rows["fallback conf"] = measure("lookup (n>=3, gamma=16) else model (gamma<=8, stop < 0.5)",
                                     lambda ids: ms.speculative_generate(target, FallbackDrafter(
-                                        PromptLookupDrafter(4, 3), ConfidenceDrafter(best, 0.5), 8), ids, n, gamma=16),
+                                        PromptLookupDrafter(4, 3), ModelDrafter(best, threshold=0.5), 8), ids, n, gamma=16),
                                     target, prompts, n)
-    rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: tree_generate(
-        target, draft, ids, n, branching=(3, 2, 1)), target, prompts, n)
+    rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: ms.speculative_generate(
+        target, ModelDrafter(draft, branching=(3, 2, 1)), ids, n, gamma=15), target, prompts, n)
     t = fit_score_temperature(*greedy_draft_logits(target, draft, calibration_prompts(), n))
-    others = bench_prompts(args.prompts + 10)[args.prompts:]  # 10 other held-out prompts
+    others = bench_prompts(10, offset=args.prompts)  # 10 other held-out prompts
     chain = {b: lambda ids, b=b: ms.speculative_generate(target, draft, ids, n, gamma=b) for b in args.budgets}
-    tree = {b: lambda ids, b=b: tree_generate(target, draft, ids, n, branching=(4,) * b, width=4, budget=b,
-                                              score_temperature=t) for b in args.budgets}
+    tree = {b: lambda ids, b=b: ms.speculative_generate(target, ModelDrafter(
+        draft, branching=(4,) * b, width=4, score_temperature=t), ids, n, gamma=b) for b in args.budgets}
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
         rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", chain[b], target, prompts, n)
         rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (t = {t})", tree[b], target, prompts, n)
-    b = args.budgets[0]
-    rows["combo"] = measure(f"dynamic tree ({b} nodes) + lookup branches", lambda ids: tree_generate(
-        target, best, ids, n, branching=(2,) * b, width=2, budget=b, lookup=PromptLookupDrafter(4, 2)),
-        target, prompts, n)
     ranks = draft_ranks(target, draft, prompts, n)
     fit_on = draft_ranks(target, draft, others, n)
     seen = collections.Counter(min(x, 3) for r in ranks for x in r)

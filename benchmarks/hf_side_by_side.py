@@ -2,7 +2,7 @@
 
     python benchmarks/hf_side_by_side.py [--gammas 2 4 6] [--prompts 8] [--max-new-tokens 100]
 
-The shipped target and draft are converted to transformers' GPT2LMHeadModel (minispec.hf.to_hf),
+The shipped target and draft are converted to transformers' GPT2LMHeadModel (scripts/hf.py: to_hf),
 and every benchmark prompt is decoded greedily by both libraries, back to back in this process:
   greedy        minispec.generate                      vs  model.generate()
   draft model   speculative_generate(target, draft)    vs  model.generate(assistant_model=draft)
@@ -20,11 +20,15 @@ from pathlib import Path
 
 import torch
 
+import sys
+
 import minispec as ms
 from minispec.adaptive import Heuristic
-from minispec.bench import bench_prompts
+from minispec.data import prompts as bench_prompts
 from minispec.drafters import PromptLookupDrafter
-from minispec.hf import to_hf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from hf import to_hf  # noqa: E402
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -97,7 +101,7 @@ def main(argv=None):
                 raise SystemExit(f"{name} gamma={g}: outputs differ from greedy decoding")
             same += 1
             ratios.append(dt_hf / dt_ours)
-            c_ours, c_hf = c_ours + res.stats["target_calls"], c_hf + calls[0]
+            c_ours, c_hf = c_ours + res.stats.target_calls, c_hf + calls[0]
             t_ours, t_hf = t_ours + dt_ours, t_hf + dt_hf
         toks = n * len(prompts)
         line = (f"| {name} | {g or '-'} | {same}/{len(prompts)} | {c_ours} / {c_hf} | {toks / t_ours:.1f} | "

@@ -7,7 +7,7 @@ Writes
     trace.png            a speculative continuation: accepted, rejected, correction and bonus tokens
     p_vs_q.png           target p vs draft q for one next token: min(p, q), max(0, p - q), the residual
     acceptance_hist.png  drafts kept per round on held-out code vs the geometric prediction
-    speedup.png, bench.md  measured vs predicted speedup over gamma (`python -m minispec.bench`, default settings)
+    speedup.png, bench.md  measured vs predicted speedup over gamma (`python benchmarks/bench.py`, default settings)
 The tests never run this file; the notebooks draw the same figures with minispec.viz.
 """
 import argparse
@@ -22,8 +22,11 @@ import torch  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 sys.path.insert(0, str(OUT.parent))  # use this checkout's minispec even when it is not installed
+sys.path.insert(0, str(OUT.parent / "benchmarks"))
+import bench  # noqa: E402
 import minispec as ms  # noqa: E402
-from minispec import bench, viz  # noqa: E402
+from minispec import viz  # noqa: E402
+from minispec.data import prompts  # noqa: E402
 
 
 def save(fig, name):
@@ -50,7 +53,7 @@ def main(argv=None):
         p, q = (ms.probs(m(ids)[0, -1], 1.0) for m in (target, draft))  # (V,) each
     save(viz.plot_pq(p, q, top=12), "p_vs_q.png")
 
-    steps = [s for i, ids in enumerate(bench.bench_prompts(8))
+    steps = [s for i, ids in enumerate(prompts(8))
              for s in ms.speculative_generate(target, draft, ids, 128, gamma=4, temperature=1.0, seed=i).steps]
     fig = viz.plot_accept_hist(steps, gamma=4)
     fig.axes[0].set_title("Held-out code, gamma = 4, T = 1", fontsize=9)

@@ -1,20 +1,25 @@
-"""python -m minispec "def fib(n):"  -- the shipped target and draft, side by side.
+"""python -m minispec "def fib(n):" [--drafter NAME]  -- speculative decoding on the shipped models.
 
-Prints the speculative continuation with kept drafts, corrections and bonus tokens in color,
-then autoregressive vs speculative speed on the same prompt, in the same run.
+Prints the speculative continuation with kept drafts, corrections and bonus tokens in color, then
+a table on the same prompt, in the same run: autoregressive decoding, the plain draft model, the
+chosen drafter, and the best shipped combination (prompt lookup where the context repeats, else
+the distilled draft stopped at its first unsure token).
 """
 import argparse
 
-from . import encode, generate, load_model, speculative_generate
+from . import FallbackDrafter, ModelDrafter, PromptLookupDrafter, encode, generate, load_drafter, load_model
+from .speculate import speculative_generate
 from .viz import ansi_trace
 
 DEFAULT_PROMPT = "def fibonacci(n):\n    "
+NAMES = ["draft", "draft_distilled", "lookup", "early_exit", "medusa", "hydra", "eagle"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minispec", description="Speculative decoding demo.")
     ap.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
-    ap.add_argument("--gamma", type=int, default=4, help="tokens drafted per target call")
+    ap.add_argument("--drafter", default="draft", choices=NAMES, help="a shipped drafting method")
+    ap.add_argument("--gamma", type=int, default=4, help="drafted tokens the target scores per call")
     ap.add_argument("--temperature", type=float, default=0.8,
                     help="0 = greedy (these small byte models then tend to fall into runs of spaces); "
                          "sampling is lossless, reproducible with --seed")
@@ -24,23 +29,29 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show-rejected", action="store_true", help="also print rejected drafts (struck through)")
     args = ap.parse_args(argv)
-    target, draft = load_model("target"), load_model("draft")
+    target, ids = load_model("target"), encode(args.prompt)
     kw = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
               top_p=args.top_p, seed=args.seed, crop_prompt=True)
-    ids = encode(args.prompt)
-    generate(target, ids, **dict(kw, max_new_tokens=8))  # warm up
-    spec = speculative_generate(target, draft, ids, gamma=args.gamma, **kw)
-    ar = generate(target, ids, **kw)
+    best = FallbackDrafter(PromptLookupDrafter(4, 3), ModelDrafter(load_model("draft_distilled"), threshold=0.5), 8)
+    runs = {"plain draft": (load_drafter("draft", target), args.gamma),
+            args.drafter: (load_drafter(args.drafter, target), args.gamma), "lookup, else draft": (best, 16)}
+    res, ar = {}, {}
+    for name, (d, g) in runs.items():  # each method right after an autoregressive run: paired timings
+        speculative_generate(target, d, ids, gamma=g, **dict(kw, max_new_tokens=8))  # warm up
+        ar[name] = generate(target, ids, **kw)
+        res[name] = speculative_generate(target, d, ids, gamma=g, **kw)
     print(args.prompt, end="")
-    print(ansi_trace(spec.steps, args.show_rejected))
-    s = spec.stats
-    print(f"\n{'':14}{'tokens/s':>10}{'target calls':>14}")
-    print(f"{'autoregressive':14}{ar.stats['tokens_per_second']:10.1f}{ar.stats['target_calls']:14d}")
-    print(f"{'speculative':14}{s['tokens_per_second']:10.1f}{s['target_calls']:14d}")
-    print(f"speedup {s['tokens_per_second'] / ar.stats['tokens_per_second']:.2f}x   gamma {args.gamma}   "
-          f"acceptance {s['acceptance_rate']:.2f}   tokens per target call {s['tokens_per_call']:.2f}")
+    print(ansi_trace(res[args.drafter].steps, args.show_rejected))
+    a = ar["plain draft"].stats
+    print(f"\n{'':22}{'gamma':>6}{'tokens/s':>10}{'target calls':>14}{'tokens/call':>13}{'speedup':>9}")
+    print(f"{'autoregressive':22}{'':>6}{a.tokens_per_second:10.1f}{a.target_calls:14d}{1:13.2f}{1:8.2f}x")
+    for name, r in res.items():
+        s = r.stats
+        print(f"{name:22}{runs[name][1]:6d}{s.tokens_per_second:10.1f}{s.target_calls:14d}{s.tokens_per_call:13.2f}"
+              f"{ar[name].stats.wall_time / s.wall_time:8.2f}x")
+    print("(speedup: against the autoregressive run just before it; one prompt: noisy, see benchmarks/)")
     if args.temperature == 0:
-        print("identical to autoregressive greedy output:", spec.tokens == ar.tokens)
+        print("identical to autoregressive greedy output:", all(r.tokens == a.tokens for r, a in zip(res.values(), ar.values())))
 
 
 if __name__ == "__main__":

@@ -176,15 +176,17 @@ def load_drafter(name, target, **options):
     """Every shipped method by name, ready for speculative_generate(target, drafter, ...):
     "draft", "draft_distilled" (ModelDrafter options), "lookup" (PromptLookupDrafter), "early_exit"
     (EarlyExitDrafter, default k=2), "medusa", "hydra" (HeadDrafter on the shipped heads, each with
-    its default static tree). Example: load_drafter("hydra", load_model("target"))
+    its default static tree), "eagle" (EagleDrafter, an EAGLE-2 dynamic tree).
+    Example: load_drafter("hydra", load_model("target"))
     """
-    from . import selfspec
+    from . import eagle, selfspec
     makers = {"draft": lambda: ModelDrafter(load_model("draft"), **options),
               "draft_distilled": lambda: ModelDrafter(load_model("draft_distilled"), **options),
               "lookup": lambda: PromptLookupDrafter(**options),
               "early_exit": lambda: selfspec.EarlyExitDrafter(target, **{"k": 2, **options}),
               "medusa": lambda: selfspec.HeadDrafter(selfspec.load_heads(target, "medusa"), **options),
-              "hydra": lambda: selfspec.HeadDrafter(selfspec.load_heads(target, "hydra"), **options)}
+              "hydra": lambda: selfspec.HeadDrafter(selfspec.load_heads(target, "hydra"), **options),
+              "eagle": lambda: eagle.EagleDrafter(eagle.load_eagle(target), **options)}
     if name not in makers:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(makers)}")
     return as_drafter(makers[name](), target)

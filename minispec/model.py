@@ -2,7 +2,7 @@
 
 The architecture is GPT-2's exactly (learned positions, pre-LayerNorm with eps 1e-5, tanh-GELU,
 tied input/output embeddings, biases everywhere), so weights convert losslessly to and from
-`transformers`' GPT2LMHeadModel (minispec.hf).
+`transformers`' GPT2LMHeadModel (scripts/hf.py).
 
 Two differences from nanoGPT matter for speculative decoding:
   * the model returns logits at *every* position: verifying gamma drafted tokens needs gamma + 1

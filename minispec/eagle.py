@@ -1,0 +1,117 @@
+"""EAGLE: draft in the target's feature space (Li et al. 2024; EAGLE-2's dynamic trees, Li et al. 2024b).
+
+The target's feature at position t is f_t = ln_f(h_N)_t, what its head reads: p_{t+1} = softmax(W_E f_t).
+Predicting the next *feature* is easier than the next token, and the token sampled at t + 1 tells
+the head which branch it is on. EAGLE's head is one transformer block with its own KV cache:
+
+    f_hat_{t+1} = Block(FC([f_t ; e(x_{t+1})])),        q_{t+2} = softmax(W_E f_hat_{t+1}),
+
+where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
+reads features the verification pass computed; deeper, it reads its own predictions f_hat.
+Trees grow as in tree.grow_tree (EAGLE-2: expand the `width` most probable paths per depth, keep
+the gamma nodes with the highest joint draft probability), or a chain with branching (1,) * gamma.
+Training (scripts/train_eagle.py): L = SmoothL1(f_hat, f) + w * CE(p, q) on the frozen target's
+features, with uniform noise on the input features (the head must cope with its own errors).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .drafters import Drafter
+from .model import WEIGHTS_DIR, Block, GPTConfig, KVCache
+from .tree import grow_tree, tree_mask
+
+
+class EagleHead(nn.Module):
+    """FC([f_t; e(x_{t+1})]) -> one Block -> f_hat_{t+1}. Example: EagleHead(target)(f, x)  # (B, T, C)"""
+
+    def __init__(self, target):
+        super().__init__()
+        c = target.config
+        self.config = GPTConfig(c.vocab_size, c.block_size, 1, c.n_head, c.n_embd)
+        self.fc = nn.Linear(2 * c.n_embd, c.n_embd)
+        self.block = Block(self.config)
+        self.target = (target,)  # a tuple: the frozen target is not a submodule (neither trained nor saved)
+        self.accuracy = None     # accuracy[d]: held-out top-1 accuracy at draft depth d + 1
+
+    def forward(self, f, x, cache=None, mask=None):
+        """Features f (B, T, C) at t and tokens x (B, T) at t + 1 -> f_hat (B, T, C) at t + 1."""
+        e = F.embedding(x, self.target[0].wte.weight.detach())
+        T = x.shape[1]
+        if mask is None and T > 1:
+            S = T + (cache.length if cache is not None else 0)
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
+        out = self.block(self.fc(torch.cat([f, e], -1)), cache, 0, mask)
+        if cache is not None:
+            cache.length += T
+        return out
+
+    def logits(self, f):
+        return F.linear(f, self.target[0].lm_head.weight.detach())
+
+
+def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
+    """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
+    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2})."""
+    f_in = f[:, :-1] + noise * (2 * torch.rand(f[:, :-1].shape, generator=generator) - 1)
+    f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
+    p = torch.softmax(head.logits(f[:, 1:]), -1)
+    ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
+    return F.smooth_l1_loss(f_hat, f[:, 1:]) + w_cls * ce
+
+
+def load_eagle(target, path=None):
+    """The shipped EAGLE head on top of the shipped target (or a saved file)."""
+    ckpt = torch.load(path or WEIGHTS_DIR / "eagle_head.pt", map_location="cpu", weights_only=True)
+    head, w = EagleHead(target), target.wte.weight
+    head.load_state_dict({k: v.to(w.device, w.dtype) for k, v in ckpt["state_dict"].items()})
+    head.accuracy = ckpt.get("accuracy")
+    return head.eval()
+
+
+class EagleDrafter(Drafter):
+    """EAGLE-2: a dynamic tree (default: top-4 children of the 4 most probable nodes per depth, 5 deep,
+    SGLang's defaults) of gamma nodes. branching=(1,) * depth drafts a chain. The first round has
+    no features yet and drafts nothing. Example: speculative_generate(target, EagleDrafter(load_eagle(t)), ids, gamma=8)
+    """
+
+    def __init__(self, head, branching=(4,) * 5, width=4, score_temperature=1.0):
+        self.head, self.model, self.branching, self.width = head, head.target[0], branching, width
+        self.score_temperature, self.vocab_size = score_temperature, head.config.vocab_size
+
+    def reset(self, target, cache):
+        if target is not self.model:
+            raise ValueError("this EAGLE head was trained on another model: pass the head's own target")
+        w = self.model.wte.weight
+        self.cache = KVCache(self.head.config, size=2 * self.head.config.block_size, device=w.device, dtype=w.dtype)
+        self.pending = w.new_zeros(0, w.shape[1])  # true features (k, C) not yet fed, paired with the last k tokens
+        self.n_ctx, self.f = 0, {}  # head cache entries made of true features; node -> its predicted feature
+
+    @torch.inference_mode()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        self.f = {}
+        if not len(self.pending) and not self.n_ctx:
+            return grow_tree(self, context, 0)  # nothing to read yet: no drafts
+        return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p, generator,
+                         self.score_temperature)
+
+    def expand(self, context, fed, nodes):
+        """grow_tree's draft call: the head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""
+        if nodes is None:  # feed the true features; the last output predicts the root's feature
+            k, dev = len(self.pending), self.pending.device
+            f_hat = self.head(self.pending[None], torch.tensor([context[len(context) - k:]], device=dev), self.cache)
+            self.pending, self.n_ctx, self.f[-1] = self.pending[:0], self.cache.length, f_hat[0, -1]
+            return self.head.logits(f_hat[0, -1:])
+        a, b = nodes
+        f = torch.stack([self.f[fed.parents[i]] for i in range(a, b)])[None]  # (1, b - a, C): each parent's f_hat
+        x = torch.tensor([fed.tokens[a:b]], device=f.device)
+        mask = tree_mask(fed.parents, self.n_ctx, 0, nodes).to(f.device)
+        f_hat = self.head(f, x, self.cache, mask)[0]
+        self.f.update(zip(range(a, b), f_hat))
+        return self.head.logits(f_hat)
+
+    def accept(self, context, tree, path, hidden, logits):
+        """Keep the true features of what the target read and kept: paired with tokens next round."""
+        root = len(hidden) - len(tree.tokens) - 1
+        self.cache.crop(self.n_ctx)  # drop the drafted entries
+        self.pending = torch.cat([self.pending, hidden[:root + 1], hidden[[root + 1 + i for i in path]]])
