@@ -1,17 +1,7 @@
-"""Drafters: the one protocol every drafting method follows, and the independent drafters.
+"""Drafters: the one protocol every drafting method follows (`Drafter`), and the independent drafters.
 
-The loop (speculate.speculative_generate) calls a drafter at four points of every round:
-
-    reset(target, cache)        a new prompt: the target and the loop's KV cache of it
-    draft(context, gamma, ...)  -> a Tree of at most gamma drafted tokens; a sampled token carries the
-                                q it was drawn from (speculative sampling is lossless for *any* q, as
-                                long as the token really was drawn from it), a deterministic guess q None
-    score(target, cache, context, tree)  -> the target's last hidden states and logits of every token it
-                                read: the round's ONE target call (default: tree.score_tree; early
-                                exit overrides it to reuse what drafting computed)
-    accept(context, tree, path, hidden, logits)  after verification: the kept path, and what the
-                                verification pass computed (heads and EAGLE read hidden, lookahead logits)
-
+Speculative sampling is lossless for *any* draft distribution q, as long as each drafted token really
+was drawn from the q that verification sees; a deterministic guess has no q (None).
 Independent drafters here (survey section 2.1.1):
   * ModelDrafter: a small GPT drafting autoregressively, a chain (optionally stopped at the first
     unsure token) or a static / dynamic tree (tree.grow_tree). The shipped `draft`, or
@@ -29,7 +19,13 @@ from .tree import Tree, grow_tree, score_tree
 
 
 class Drafter:
-    """The protocol (see the module docstring). Subclasses implement draft; the rest is optional."""
+    """What the loop (speculate.speculative_generate) calls in every round. Subclasses implement draft.
+
+    reset(target, cache): a new prompt; draft(...) -> a Tree of at most gamma drafted tokens;
+    score(...): the round's ONE target call (default: tree.score_tree; early exit reuses its drafting);
+    accept(...): after verification, the kept path and what the verification pass computed
+    (heads and EAGLE read its hidden states, lookahead its logits).
+    """
 
     vocab_size = None  # a drafter with its own vocabulary says so: it must equal the target's
     calls = 0          # draft forward passes so far
@@ -53,6 +49,12 @@ class Drafter:
 def unsure(logits, threshold):
     """The confidence stop: the drafter's max softmax is below threshold (never, for None)."""
     return threshold is not None and float(logits.softmax(-1).max()) < threshold
+
+
+def pick(logits, qs, temperature, top_k, top_p, generator):
+    """A draft step: append the draft's q to qs, return the token drawn from it (its argmax at temperature 0)."""
+    qs.append(probs(logits, temperature, top_k, top_p).cpu())  # sampled with a CPU generator
+    return sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax())
 
 
 class ModelDrafter(Drafter):
@@ -89,8 +91,7 @@ class ModelDrafter(Drafter):
         for _ in range(gamma):
             logits = self.model(torch.tensor([new], device=self.model.wte.weight.device), self.cache)[0, -1]  # (V,)
             self.calls += 1
-            qs.append(probs(logits, temperature, top_k, top_p).cpu())  # sampled with a CPU generator
-            tokens.append(sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax()))
+            tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))
             new = tokens[-1:]
             if unsure(logits, self.threshold):
                 break  # the unsure token is still proposed: it may well be right

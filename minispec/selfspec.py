@@ -1,28 +1,20 @@
-"""Self-speculation: the target drafts for itself, no second model (survey section 2.1.2).
-
-All are Drafters of the one loop (speculate.speculative_generate):
-  * Early exit (LayerSkip, Elhoushi et al. 2024): blocks 1..k + the shared ln_f and head draft,
-    q = softmax(head(ln_f(h_k))), on the loop's ONE KV cache: verification (`score`) reuses the
-    drafts' entries in blocks 1..k and their h_k, and runs only blocks k+1..N. Nothing is computed
-    twice. With a threshold, a round ends at the first unsure draft (Draft & Verify's stop,
-    Zhang et al. 2024, who skip intermediate layers instead of exiting early).
-  * Medusa (Cai et al. 2024): head i reads the last hidden state h_t and guesses token t + 2 + i;
-    Hydra (Ankner et al. 2024): head i also reads the token before its guess. A static tree of the
-    heads' ranked guesses is scored in one target call; the heads read the hidden state that the
-    verification pass computed at the last kept node.
-  * Jacobi / lookahead (Santilli et al. 2023; Fu et al. 2024, not in the survey): guess W tokens,
-    take the target's outputs on them as the next guess (fixed-point iteration); lookahead adds
-    n-grams pooled from that trajectory as extra branches.
-Deterministic guesses (heads, lookahead) have q None: verification draws x ~ p and steps into the
+"""Self-speculation: the target drafts for itself, no second model (survey section 2.1.2). All are
+Drafters of the one loop:
+  * Early exit (LayerSkip, Elhoushi et al. 2024): blocks 1..k + the shared ln_f and head draft on the
+    loop's ONE KV cache, and verification runs only blocks k+1..N: nothing is computed twice.
+  * Medusa heads (Cai et al. 2024) and Hydra's sequential heads (Ankner et al. 2024) guess the tokens
+    after the next one from the hidden state the verification pass computed at the last kept node.
+  * Jacobi / lookahead decoding (Santilli et al. 2023; Fu et al. 2024; not in the survey): the target's
+    outputs on W guessed tokens are the next guess; lookahead adds n-grams pooled from that trajectory.
+Heads and lookahead guess deterministically (q None): verification draws x ~ p and steps into the
 child holding x, if any. Every token is a draw from p: lossless.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .drafters import Drafter, unsure
+from .drafters import Drafter, pick, unsure
 from .model import WEIGHTS_DIR
-from .sampling import probs, sample
 from .tree import Tree
 
 
@@ -35,8 +27,10 @@ def early_exit_loss(exits, y):
 
 
 class EarlyExitDrafter(Drafter):
-    """Blocks 1..k + ln_f + head draft a chain on the loop's cache; `score` finishes blocks k+1..N.
-    threshold: end a round after the first draft whose exit-k confidence (max softmax) is below it.
+    """Blocks 1..k draft, q = softmax(head(ln_f(h_k))), on the loop's cache; `score` reuses the drafts'
+    entries in blocks 1..k and their h_k, and runs only blocks k+1..N. threshold: end a round after the
+    first draft whose exit-k max softmax is below it (the confidence stop of Draft & Verify, Zhang et
+    al. 2024, who skip intermediate layers rather than exit early).
     Example: speculative_generate(target, EarlyExitDrafter(target, k=2), encode("def "), 16, gamma=4)
     """
 
@@ -68,9 +62,8 @@ class EarlyExitDrafter(Drafter):
         seq, qs = list(context), []
         for _ in range(gamma):
             logits = self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1]))  # (V,)
-            qs.append(probs(logits, temperature, top_k, top_p).cpu())
             self.calls += 1
-            seq.append(sample(qs[-1], generator) if temperature > 0 else int(qs[-1].argmax()))
+            seq.append(pick(logits, qs, temperature, top_k, top_p, generator))
             if unsure(logits, self.threshold):
                 break  # verify now (the unsure draft itself may well be right)
         return Tree.chain(seq[len(context):], qs)
