@@ -1,9 +1,6 @@
-"""The held-out text every notebook and benchmark reads, shipped with the package.
-
-Six files of the Python 3.11.7 standard library (PSF license) that the shipped models never saw in
-training. Shipping them makes every prompt and every held-out number independent of the Python
-that runs the notebooks (Colab's differs); only retraining reads the local standard library
-(scripts/train.py).
+"""The held-out text every notebook and benchmark reads: six files of the Python 3.11.7 standard library
+(PSF license) the shipped models never trained on, shipped so that no result depends on the Python
+that runs it (Colab's differs). Only retraining reads the local standard library (scripts/).
 """
 import math
 from pathlib import Path

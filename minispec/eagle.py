@@ -1,17 +1,16 @@
 """EAGLE: draft in the target's feature space (Li et al. 2024; EAGLE-2's dynamic trees, Li et al. 2024b).
 
-The target's feature at position t is f_t = ln_f(h_N)_t, what its head reads: p_{t+1} = softmax(W_E f_t).
-Predicting the next *feature* is easier than the next token, and the token sampled at t + 1 tells
-the head which branch it is on. EAGLE's head is one transformer block with its own KV cache:
+The target's feature at t is f_t = ln_f(h_N)_t, what its head reads: p_{t+1} = softmax(W_E f_t). The
+next *feature* is easier to predict than the next token, and the token sampled at t + 1 tells the
+head which branch it is on. EAGLE's head is one transformer block with its own KV cache:
 
     f_hat_{t+1} = Block(FC([f_t ; e(x_{t+1})])),        q_{t+2} = softmax(W_E f_hat_{t+1}),
 
 where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
-reads features the verification pass computed; deeper, it reads its own predictions f_hat.
-Trees grow as in tree.grow_tree (EAGLE-2: expand the `width` most probable paths per depth, keep
-the gamma nodes with the highest joint draft probability), or a chain with branching (1,) * gamma.
-Training (scripts/train_eagle.py): L = SmoothL1(f_hat, f) + w * CE(p, q) on the frozen target's
-features, with uniform noise on the input features (the head must cope with its own errors).
+reads features the verification pass computed; deeper, its own predictions f_hat. Trees grow with
+tree.grow_tree (EAGLE-2: expand the `width` most probable paths per depth, keep the gamma nodes of
+highest joint draft probability). Training (scripts/train_eagle.py): eagle_loss on the frozen
+target's features.
 """
 import torch
 import torch.nn as nn

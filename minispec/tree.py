@@ -1,18 +1,13 @@
-"""Token trees: every draft is a tree, and the target scores all of it in ONE call.
+"""Token trees: every draft is a tree (a chain is the tree with one branch), scored in ONE target call.
 
-A tree of N drafted tokens hangs below the root, the last token of the context. Node i holds a
-token and its parent (-1 for the root); parents come before their children. A chain of gamma
-drafts is the tree with one branch. To score every node in one forward pass (SpecInfer, Miao et
-al. 2024; Medusa, Cai et al. 2024) the target gets
+N drafted tokens hang below the root, the last token of the context; node i holds a token and its
+parent (-1: the root), parents before children. To score every node in one forward pass (SpecInfer,
+Miao et al. 2024; Medusa, Cai et al. 2024) the target gets
   * position ids: a node at depth d sits at position len(context) - 1 + d, whatever its branch;
   * a tree attention mask: a node attends to the whole context, its ancestors and itself only,
 so the logits at node i are exactly those of the plain sequence context + (root-to-i path).
-Verification (verify.verify_tree) walks down from the root; afterwards only the accepted path
-stays in the KV cache (KVCache.keep).
-
 Static trees expand every node with a fixed branching per depth (Medusa, Sequoia); dynamic trees
-(`grow_tree` with width) expand only the nodes the draft is most confident about, by path
-probability, and keep the gamma most probable nodes (EAGLE-2, Li et al. 2024).
+expand only the nodes the draft is most confident about (EAGLE-2, Li et al. 2024): `grow_tree`.
 """
 from dataclasses import dataclass, field
 

@@ -1,0 +1,74 @@
+"""EAGLE against the best Hydra heads and against today's best combination, held-out code prompts.
+
+    python benchmarks/eagle.py [--prompts 8] [--max-new-tokens 100] [--gammas 4 6 8] [--temperatures 0 1]
+
+For each temperature, every method decodes each prompt right after plain autoregressive decoding of
+the same prompt (paired, in this process); the speedup is the median of these ratios, with their
+spread. Methods at equal gamma (drafted tokens the target scores per call): Hydra heads on the
+static tree fitted to their held-out accuracies (the best Hydra configuration of
+benchmarks/self_speculation.py) and EAGLE with EAGLE-2 dynamic trees; then the best combination
+before EAGLE (prompt lookup where the context repeats, else the distilled draft stopped at its first
+unsure token) side by side with lookup, else EAGLE. At temperature 0 every output is checked
+against greedy decoding. Writes nothing: copy the output into figures/eagle.md.
+"""
+import argparse
+import statistics
+
+import torch
+
+import minispec as ms
+from minispec.data import prompts as held_prompts
+from minispec.eagle import EagleDrafter, load_eagle
+
+
+def measure(target, name, drafter, gamma, prompts, n, temperature):
+    ratios, calls, toks = [], 0, 0
+    for i, ids in enumerate(prompts):
+        kw = dict(max_new_tokens=n, temperature=temperature, seed=i)
+        ar = ms.generate(target, ids, **kw)
+        res = ms.speculative_generate(target, drafter, ids, gamma=gamma, **kw)
+        assert temperature > 0 or res.tokens == ar.tokens, f"{name}: output differs from greedy decoding"
+        ratios.append(ar.stats.wall_time / res.stats.wall_time)
+        calls, toks = calls + res.stats.target_calls, toks + len(res.tokens)
+    row = dict(tokens_per_call=toks / calls, speedup=statistics.median(ratios), lo=min(ratios), hi=max(ratios))
+    print(f"| {name} | {gamma} | {row['tokens_per_call']:.2f} | {row['speedup']:.2f}x ({row['lo']:.2f}-{row['hi']:.2f}) |",
+          flush=True)
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap.add_argument("--gammas", type=int, nargs="+", default=[4, 6, 8])
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--branching", type=int, nargs="+", default=[4] * 5, help="EAGLE-2 children per depth")
+    ap.add_argument("--width", type=int, default=4, help="EAGLE-2 nodes expanded per depth")
+    args = ap.parse_args(argv)
+    target = ms.load_model("target")
+    hydra, head = ms.load_heads(target, "hydra"), load_eagle(target)
+    distilled, prompts, n = ms.load_model("draft_distilled"), held_prompts(args.prompts), args.max_new_tokens
+    eagle = EagleDrafter(head, tuple(args.branching), args.width)
+    print(f"{len(prompts)} held-out prompts, {n} new tokens, torch threads {torch.get_num_threads()}; EAGLE held-out "
+          "top-1 accuracy by depth " + " / ".join(f"{a:.3f}" for a in head.accuracy or []))
+    ms.generate(target, prompts[0], 16)  # warm up
+    for temp in args.temperatures:
+        print(f"\ntemperature {temp}\n| method | gamma | tokens/call | speedup (median, min-max) |\n|---|---|---|---|")
+        rows = {}
+        for g in args.gammas:
+            rows["hydra", g] = measure(target, "Hydra tree (medusa_tree of its accuracies)", ms.HeadDrafter(hydra), g,
+                                       prompts, n, temp)
+            rows["eagle", g] = measure(target, f"EAGLE-2 tree {tuple(args.branching)}, width {args.width}", eagle, g,
+                                       prompts, n, temp)
+        best_before = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), ms.ModelDrafter(distilled, threshold=0.5), 8)
+        with_eagle = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), eagle, 8)
+        rows["before"] = measure(target, "lookup (n>=3, gamma=16) else distilled draft (gamma<=8, stop < 0.5)",
+                                 best_before, 16, prompts, n, temp)
+        rows["with"] = measure(target, "lookup (n>=3, gamma=16) else EAGLE-2 (8 nodes)", with_eagle, 16, prompts, n, temp)
+        for g in args.gammas:
+            print(f"gamma {g}: EAGLE / Hydra tokens per call {rows['eagle', g]['tokens_per_call'] / rows['hydra', g]['tokens_per_call']:.2f}x")
+        print(f"combination with EAGLE / before: {rows['with']['speedup'] / rows['before']['speedup']:.2f}x (median speedups)")
+
+
+if __name__ == "__main__":
+    main()
