@@ -4,7 +4,8 @@ A fixed gamma bets on one acceptance rate alpha (theory.best_gamma), but text ha
 stretches, so the draft length can follow it:
   Fixed(gamma)        always gamma (what an int gamma means);
   Heuristic(gamma)    +2 after a fully accepted round, -1 (down to 1) otherwise: transformers'
-                      num_assistant_tokens_schedule="heuristic" (each call starts again from gamma);
+                      num_assistant_tokens_schedule="heuristic_transient" (each call starts again from
+                      gamma; its "heuristic" keeps the length across calls);
   ModelDrafter(draft, threshold=t) and EarlyExitDrafter(target, threshold=t) end a round once
                       the draft is unsure, max softmax < t (transformers' assistant_confidence_threshold,
                       without its auto-tuning; Draft & Verify's stop).

@@ -1,0 +1,16 @@
+"""Notebook 06, exercise "one Jacobi iteration": a reference solution and a classic wrong answer."""
+import torch
+
+
+def solution(model, ids, guess):
+    """y'_i = argmax p(. | ids, guess_<i) for i = 1..W, from one forward pass over ids + guess."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([list(ids) + list(guess)]))[0]   # (len(ids) + W, V): every position at once
+    return logits[len(ids) - 1:-1].argmax(-1).tolist()   # row len(ids) - 1 + i sees ids and guess[:i]
+
+
+def wrong(model, ids, guess):
+    """The classic off-by-one: the rows after each guessed token, so position i is predicted from guess[:i + 1]."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([list(ids) + list(guess)]))[0]
+    return logits[len(ids):].argmax(-1).tolist()
