@@ -69,12 +69,14 @@ def load_eagle(target, path=None):
 
 
 class EagleDrafter(Drafter):
-    """EAGLE-2: a dynamic tree (default: top-4 children of the 4 most probable nodes per depth, 5 deep,
-    SGLang's defaults) of gamma nodes. branching=(1,) * depth drafts a chain. The first round has
-    no features yet and drafts nothing. Example: speculative_generate(target, EagleDrafter(load_eagle(t)), ids, gamma=8)
+    """EAGLE's head drafting a chain of gamma tokens (the default: on held-out prompts it keeps as many
+    tokens per call as the trees, with more head calls per round but less bookkeeping), or with branching
+    an EAGLE-2 dynamic tree of gamma nodes (e.g. SGLang's defaults: branching=(4,) * 5, width=4).
+    The first round has no features yet and drafts nothing.
+    Example: speculative_generate(target, EagleDrafter(load_eagle(target)), ids, gamma=6)
     """
 
-    def __init__(self, head, branching=(4,) * 5, width=4, score_temperature=1.0):
+    def __init__(self, head, branching=None, width=None, score_temperature=1.0):
         self.head, self.model, self.branching, self.width = head, head.target[0], branching, width
         self.score_temperature, self.vocab_size = score_temperature, head.config.vocab_size
 
@@ -91,8 +93,8 @@ class EagleDrafter(Drafter):
         self.f = {}
         if not len(self.pending) and not self.n_ctx:
             return grow_tree(self, context, 0)  # nothing to read yet: no drafts
-        return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p, generator,
-                         self.score_temperature)
+        return grow_tree(self, context, gamma, self.branching or (1,) * gamma, self.width, temperature, top_k, top_p,
+                         generator, self.score_temperature)
 
     def expand(self, context, fed, nodes):
         """grow_tree's draft call: the head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""

@@ -1,6 +1,6 @@
 """Train the EAGLE head (minispec.eagle) on the frozen shipped target's features.
 
-    python scripts/train_eagle.py --steps 3000        # writes minispec/weights/eagle_head.pt
+    python scripts/train_eagle.py     # writes minispec/weights/eagle_head.pt (24 minutes on one busy core)
 
 Each step reads random windows of the training corpus (the local standard library, as for the
 models), computes the target's features f = ln_f(h_N) without gradients, and fits the head with
@@ -47,10 +47,10 @@ def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--block-size", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(WEIGHTS_DIR / "eagle_head.pt"))
     args, t0 = ap.parse_args(argv), time.time()
@@ -76,7 +76,7 @@ def main(argv=None):
             print("held-out top-1 accuracy by draft depth:", " ".join(f"{a:.3f}" for a in head.accuracy), flush=True)
             state = {k: v.half() for k, v in head.state_dict().items()}  # fp16 on disk, like the models
             torch.save(dict(state_dict=state, accuracy=head.accuracy, card=dict(
-                command=f"python scripts/train_eagle.py --steps {args.steps}", steps=step, batch_size=args.batch_size,
+                command=f"python scripts/train_eagle.py --steps {args.steps} --batch-size {args.batch_size} --lr {args.lr}", steps=step, batch_size=args.batch_size,
                 block_size=args.block_size, lr=args.lr, train_seconds=round(time.time() - t0))), args.out)
     print(f"saved {args.out} ({time.time() - t0:.0f} s)")
 
