@@ -16,9 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .drafters import Drafter
+from .drafters import Drafter, pick
 from .model import WEIGHTS_DIR, Block, GPTConfig, KVCache
-from .tree import grow_tree, tree_mask
+from .tree import Tree, grow_tree, tree_mask
 
 
 class EagleHead(nn.Module):
@@ -91,10 +91,20 @@ class EagleDrafter(Drafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         self.f = {}
-        if not len(self.pending) and not self.n_ctx:
-            return grow_tree(self, context, 0)  # nothing to read yet: no drafts
-        return grow_tree(self, context, gamma, self.branching or (1,) * gamma, self.width, temperature, top_k, top_p,
-                         generator, self.score_temperature)
+        if gamma < 1 or not len(self.pending) and not self.n_ctx:
+            return Tree()  # the last token, or nothing to read yet: no drafts
+        if self.branching:
+            return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p, generator,
+                             self.score_temperature)
+        logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
+        while True:  # a chain: each step reads the last predicted feature and the token drawn after it
+            tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))
+            self.calls += 1
+            if len(tokens) == gamma:
+                return Tree.chain(tokens, qs)
+            x = torch.tensor([tokens[-1:]], device=logits.device)
+            self.f[-1] = self.head(self.f[-1][None, None], x, self.cache)[0, 0]
+            logits = self.head.logits(self.f[-1])
 
     def expand(self, context, fed, nodes):
         """grow_tree's draft call: the head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""
