@@ -153,12 +153,16 @@ class FallbackDrafter(Drafter):
         self.first.reset(target, cache), self.then.reset(target, cache)
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator)
+        tree, self.used = self.first.draft(context, gamma, temperature, top_k, top_p, generator), self.first
         if not tree.tokens:
+            self.used = self.then
             tree = self.then.draft(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p, generator)
         return tree
 
-    def accept(self, context, tree, path, hidden, logits):
+    def score(self, target, cache, context, tree):  # the drafter that drafted may reuse its work (early exit)
+        return self.used.score(target, cache, context, tree)
+
+    def accept(self, context, tree, path, hidden, logits):  # both: feature readers (heads, EAGLE) keep up
         self.first.accept(context, tree, path, hidden, logits), self.then.accept(context, tree, path, hidden, logits)
 
 

@@ -62,7 +62,8 @@ def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
 def load_eagle(target, path=None):
     """The shipped EAGLE head on top of the shipped target (or a saved file)."""
     ckpt = torch.load(path or WEIGHTS_DIR / "eagle_head.pt", map_location="cpu", weights_only=True)
-    head, w = EagleHead(target), target.wte.weight
+    w = target.wte.weight
+    head = EagleHead(target).to(w.device, w.dtype)
     head.load_state_dict({k: v.to(w.device, w.dtype) for k, v in ckpt["state_dict"].items()})
     head.accuracy = ckpt.get("accuracy")
     return head.eval()

@@ -146,8 +146,8 @@ def load_heads(model, name="medusa"):
     """The shipped heads on top of `model`: "medusa", "hydra" (sequential), or a path to a saved file."""
     path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else name
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False))
     w = model.wte.weight
+    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(w.device, w.dtype)
     heads.load_state_dict({k: v.to(w.device, w.dtype) for k, v in ckpt["state_dict"].items()})
     heads.accuracy = ckpt["accuracy"]
     return heads.eval()
@@ -223,19 +223,22 @@ class Lookahead(Drafter):
         self.reset(model, None)
 
     def reset(self, target, cache):
-        self.guess, self.pool, self.hist = [], {}, []
+        self.guess, self.pool, self.hist, self.drafted = [], {}, [], False
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        self.W = min(self.window, gamma)
+        self.W, self.drafted = min(self.window, gamma), True
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]
         grams = self.pool.get(context[-1], [])[-self.candidates:] if self.candidates else []
         return Tree.from_paths([self.inputs[1:]] + [list(c) for c in grams], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
+        if not self.drafted:  # another drafter (inside a FallbackDrafter) drafted this round
+            self.guess = []
+            return
         root = len(logits) - len(tree.tokens) - 1
         out = logits[root:root + self.W + 1].argmax(-1).tolist()  # out[j]: the target's token after window node j (0: root)
         self._harvest(len(context) - 1, self.inputs, out)
-        self.guess = out[len(path) + 1:]
+        self.guess, self.drafted = out[len(path) + 1:], False
 
     def _harvest(self, start, inputs, out):
         """n-grams along the Jacobi trajectory: the inputs at P-n+2..P-1 in the previous n-2 rounds,

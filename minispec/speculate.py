@@ -129,6 +129,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
         draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     temperature 0: output identical to generate(target, ...). temperature > 0: lossless, distributed
         exactly as generate's. rule: the per-node sampling rule (verify.typical_accept is lossy).
+    In float32 a forward over many tokens may round differently from one over a single token, so a
+    near-tie between two argmaxes could break the other way: the exactness tests also run in float64.
     """
     policy, drafter = as_policy(gamma), as_drafter(drafter, target)  # an int gamma < 1 raises ValueError
     ids = prepare(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)

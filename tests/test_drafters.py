@@ -1,142 +1,221 @@
-"""Drafters: prompt lookup edge cases, exactness of every drafter under greedy and sampling.
+"""Independent drafters (minispec.drafters): prompt lookup, model drafts as chains (with a confidence stop)
+and static / dynamic trees, fallback, load_drafter. Every one through the one loop: greedy output equal
+to generate, and sampling lossless (exact law on float64 toy models, chi-square on float32 ones).
 
-Negative control: a drafter that proposes its argmax but reports its soft q (the classic bug)
-is flagged by the same chi-square check that the honest drafters pass.
+Negative control: a tree drafted greedily (top-k children) but verified as if its children were draws
+from the draft's q is flagged by the same checks.
 """
+import copy
+
 import pytest
 import torch
-import torch.nn.functional as F
 
 import minispec as ms
-from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
-from minispec.model import WEIGHTS_DIR
+from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter, as_drafter, load_drafter, unsure
 
+
+# --- prompt lookup --------------------------------------------------------------------------------
 
 def test_prompt_lookup_known_answer():
-    d = PromptLookupDrafter(max_n=2, vocab_size=10)
-    # last 2-gram (5, 6) occurred at the start, followed by 7, 8, 5
-    tokens, q = d.propose([5, 6, 7, 8, 5, 6], 3)
-    assert tokens == [7, 8, 5]
-    assert torch.equal(q, F.one_hot(torch.tensor([7, 8, 5]), 10).float())
-    # the continuation stops at gamma; past the end of the context it copies itself (period 2 here)
-    assert d.propose([5, 6, 7, 8, 5, 6], 1)[0] == [7]
-    assert d.propose([1, 2, 1, 2], 5)[0] == [1, 2, 1, 2, 1]
+    d = PromptLookupDrafter(max_n=2)
+    tree = d.draft([5, 6, 7, 8, 5, 6], 3)  # the docstring example: (5, 6) occurred at the start
+    assert tree.tokens == [7, 8, 5] and tree.parents == [-1, 0, 1] and all(q is None for q in tree.q.values())
+    assert d.match([5, 6, 7, 8, 5, 6], 1) == [7]
+    assert d.match([1, 2, 1, 2], 5) == [1, 2, 1, 2, 1]  # past the end of the context it copies its own copy
 
 
 def test_prompt_lookup_prefers_longest_n_then_most_recent():
     ctx = [1, 2, 7, 3, 2, 8, 1, 2]
-    assert PromptLookupDrafter(max_n=1, vocab_size=10).propose(ctx, 2)[0] == [8, 1]  # newest "2"
-    assert PromptLookupDrafter(max_n=2, vocab_size=10).propose(ctx, 2)[0] == [7, 3]  # "1 2"
-    assert PromptLookupDrafter(max_n=3, vocab_size=10).propose(ctx, 2)[0] == [7, 3]  # no "8 1 2" before: n = 2
-    assert PromptLookupDrafter(max_n=2, vocab_size=10).matches([1, 2, 7, 1, 2, 8, 1, 2], 2) == [[8, 1], [7, 1]]
-    assert PromptLookupDrafter(max_n=2, vocab_size=10).matches([1, 2, 7, 1, 2, 8, 1, 2], 4) == [[8, 1, 2, 8], [7, 1, 2, 8]]
+    assert PromptLookupDrafter(max_n=1).match(ctx, 2) == [8, 1]  # the newest "2"
+    assert PromptLookupDrafter(max_n=2).match(ctx, 2) == [7, 3]  # "1 2"
+    assert PromptLookupDrafter(max_n=3).match(ctx, 2) == [7, 3]  # no "8 1 2" before: n = 2
+    assert PromptLookupDrafter(max_n=2).match([1, 2, 7, 1, 2, 8, 1, 2], 2) == [8, 1]  # the newest "1 2"
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_prompt_lookup_empty_and_short(n):
-    d = PromptLookupDrafter(max_n=n, min_n=n, vocab_size=10)
-    for ctx in ([], [1], [1, 2][:n], list(range(n + 1))):  # too short, or no repeated n-gram
-        tokens, q = d.propose(ctx, 4)
-        assert tokens == [] and q.shape == (0, 10)
-    assert d.propose([7] * (n + 1), 3)[0] == [7, 7, 7]  # a run matches itself shifted by one, and goes on
+    d = PromptLookupDrafter(max_n=n, min_n=n)
+    for ctx in ([1], [1, 2][:n], list(range(n + 1))):  # too short, or no repeated n-gram
+        assert d.match(ctx, 4) == [] and d.draft(ctx, 4).tokens == []
+    assert d.match([7] * (n + 1), 3) == [7, 7, 7]  # a run matches itself shifted by one, and goes on
 
 
-def test_prompt_lookup_bad_n():
+@pytest.mark.parametrize("kw", [dict(max_n=2, min_n=3), dict(max_n=2, min_n=0), dict(max_n=1.5)])
+def test_prompt_lookup_bad_n(kw):
     with pytest.raises(ValueError, match="min_n"):
-        PromptLookupDrafter(max_n=2, min_n=3)
-    with pytest.raises(ValueError, match="min_n"):
-        PromptLookupDrafter(max_n=2, min_n=0)
+        PromptLookupDrafter(**kw)
 
 
-def test_one_hot_q_is_a_valid_q():
-    """Exact: a deterministic draft x (q one-hot) + speculative_accept emits p exactly.
-    P(out = x) = min(1, p(x)/1) = p(x); P(out = y != x) = (1 - p(x)) * residual(p, q)(y) = p(y)."""
-    p = torch.tensor([0.1, 0.0, 0.6, 0.3])
-    for x in range(4):
-        q = F.one_hot(torch.tensor(x), 4).float()
-        out = (1 - p[x]) * ms.residual(p, q)
-        out[x] += p[x]
-        assert torch.allclose(out, p)
-
-
-@pytest.mark.parametrize("gamma", [1, 3, 6])
-def test_greedy_exact_with_every_drafter(random_gpt, gamma):
-    target = random_gpt(vocab_size=8, n_layer=2, seed=3)
-    draft = random_gpt(vocab_size=8, n_layer=1, seed=4)
-    g = torch.Generator().manual_seed(gamma)
-    for _ in range(4):
-        ids = torch.randint(8, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist()
-        ref = ms.generate(target, ids, 20).tokens
-        for drafter in (draft, ModelDrafter(draft), PromptLookupDrafter(3, vocab_size=8),
-                        PromptLookupDrafter(1, vocab_size=8),
-                        FallbackDrafter(PromptLookupDrafter(3, 2, vocab_size=8), ModelDrafter(draft), 2)):
-            assert ms.speculative_generate(target, drafter, ids, 20, gamma=gamma).tokens == ref
-
-
-class ArgmaxWithSoftQ(ModelDrafter):
-    """BUGGY on purpose: proposes the draft's argmax but reports the soft q (temperature 1)."""
-
-    def propose(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tokens, _ = super().propose(context, gamma, 0.0)
-        logits = self.model(torch.tensor([context + tokens[:-1]]))[0, -len(tokens):]
-        return tokens, ms.probs(logits, temperature)
-
-
-def _two_token_counts(target, drafter, prompt, n, vocab):
-    counts = torch.zeros(vocab, vocab)
-    for seed in range(n):
-        x1, x2 = ms.speculative_generate(target, drafter, prompt, 2, gamma=3, temperature=1.0, seed=seed).tokens
-        counts[x1, x2] += 1
-    return counts
-
-
-@torch.no_grad()
-def _exact_two_tokens(target, prompt, vocab):
-    p1 = ms.probs(target(torch.tensor([prompt]))[0, -1])
-    rows = [ms.probs(target(torch.tensor([prompt + [x]]))[0, -1]) for x in range(vocab)]
-    return p1[:, None] * torch.stack(rows)  # (V, V): P(x1, x2)
-
-
-def test_sampling_lossless_with_lookup_and_negative_control(random_gpt, chi2_pvalue):
-    V = 3
-    target = random_gpt(vocab_size=V, n_layer=1, n_embd=16, seed=5, std=0.1)  # spread-out p and q:
-    draft = random_gpt(vocab_size=V, n_layer=1, n_embd=16, seed=15, std=0.1)  # the bug costs TV ~0.25
-    prompt = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes 2, 0, 1
-    exact = _exact_two_tokens(target, prompt, V)
-    for drafter in (PromptLookupDrafter(2, vocab_size=V), ModelDrafter(draft),
-                    FallbackDrafter(PromptLookupDrafter(3, 3, vocab_size=V), ModelDrafter(draft))):
-        assert chi2_pvalue(_two_token_counts(target, drafter, prompt, 600, V), exact) > 1e-3
-    assert chi2_pvalue(_two_token_counts(target, ArgmaxWithSoftQ(draft), prompt, 600, V), exact) < 1e-3
-
+# --- model drafts ---------------------------------------------------------------------------------
 
 def test_model_drafter_contract(random_gpt):
-    d = ModelDrafter(random_gpt(vocab_size=8, n_layer=1, seed=7))
+    model = random_gpt(vocab_size=8, n_layer=1, seed=7)
+    d = ModelDrafter(model)
     d.reset()
-    tokens, q = d.propose([1, 2, 3], 4, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    assert len(tokens) == 4 and q.shape == (4, 8) and torch.allclose(q.sum(-1), torch.ones(4))
-    assert all(q[i, t] > 0 for i, t in enumerate(tokens))  # each token was drawn from its q
-    d.rollback(2)
-    assert d.cache.length == 2
-    fresh = ModelDrafter(d.model)
-    assert d.propose([1, 2, 3], 3)[0] == fresh.propose([1, 2, 3], 3)[0]  # the cropped cache is reused correctly
+    tree = d.draft([1, 2, 3], 4, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    assert tree.parents == [-1, 0, 1, 2] and d.calls == 4
+    with torch.no_grad():
+        logits = model(torch.tensor([[1, 2, 3] + tree.tokens[:3]]))[0, 2:]  # the draft after each prefix
+    for i, t in enumerate(tree.tokens):  # each token was drawn from the q its node records
+        q = tree.q[i - 1]
+        assert torch.allclose(q, torch.softmax(logits[i], -1), atol=1e-6) and q[t] > 0 and tree.cands[i - 1] == [t]
+    assert d.cache.length == 3 + 3  # context + all drafts but the last
+    d.accept([1, 2, 3], tree, [0, 1], None, None)  # two kept
+    assert d.cache.length == 5
+    fresh = ModelDrafter(model)
+    ctx = [1, 2, 3] + tree.tokens[:2] + [0]
+    assert d.draft(ctx, 3).tokens == fresh.draft(ctx, 3).tokens  # the cropped cache is reused correctly
+
+
+def test_confidence_stop(random_gpt):
+    """threshold 0: never unsure, gamma tokens; 1: always unsure, one token; otherwise the chain ends
+    right after the first token whose max softmax is below the threshold."""
+    model = random_gpt(vocab_size=4, n_layer=1, n_head=1, n_embd=8, seed=2, std=1.0)
+    assert [len(ModelDrafter(model, t).draft([1, 2, 3], 5).tokens) for t in (0.0, 1.0)] == [5, 1]
+    lengths = set()
+    for start in ([0, 1], [2, 3], [1, 1], [3, 0, 2], [2]):
+        tokens = ModelDrafter(model, threshold=0.7).draft(start, 6).tokens
+        with torch.no_grad():
+            conf = torch.softmax(model(torch.tensor([start + tokens]))[0, len(start) - 1:-1], -1).max(-1).values
+        assert (conf[:-1] >= 0.7).all() and (len(tokens) == 6 or conf[-1] < 0.7)
+        lengths.add(len(tokens))
+    assert len(lengths) > 1  # (the threshold really cut some chains short)
+    assert unsure(torch.tensor([0.0, 0.0]), 0.6) and not unsure(torch.tensor([0.0, 9.0]), 0.6)
+    assert not unsure(torch.tensor([0.0, 0.0]), None)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(threshold=-0.1), "threshold"), (dict(threshold=1.5), "threshold"),
+                                       (dict(branching=()), "branching"), (dict(branching=(2, 0)), "branching"),
+                                       (dict(branching=(1.5,)), "branching"), (dict(branching=(2,), width=0), "width"),
+                                       (dict(branching=(2,), score_temperature=0), "score_temperature")])
+def test_model_drafter_bad_options(random_gpt, kw, match):
+    with pytest.raises(ValueError, match=match):
+        ModelDrafter(random_gpt(vocab_size=8, n_layer=1), **kw)
 
 
 def test_fallback_drafter(random_gpt):
     model = ModelDrafter(random_gpt(vocab_size=8, n_layer=1, seed=7))
-    d = FallbackDrafter(PromptLookupDrafter(2, 2, vocab_size=8), model, then_gamma=2)
+    d = FallbackDrafter(PromptLookupDrafter(2, 2), model, then_gamma=2)
     d.reset()
-    assert d.propose([1, 2, 3, 1, 2], 4)[0] == [3, 1, 2, 3] and d.calls == 0  # lookup matched "1 2"
-    tokens, q = d.propose([1, 2, 3, 4], 4)  # no repeated 2-gram: the model drafts, at most 2 tokens
-    assert len(tokens) == 2 and q.shape == (2, 8) and d.calls == 2
+    assert d.draft([1, 2, 3, 1, 2], 4).tokens == [3, 1, 2, 3] and d.calls == 0  # lookup matched "1 2"
+    tree = d.draft([1, 2, 3, 4], 4)  # no repeated 2-gram: the model drafts, at most then_gamma tokens
+    assert len(tree.tokens) == 2 and tree.q[0].shape == (8,) and d.calls == 2
 
 
-@pytest.mark.skipif(not (WEIGHTS_DIR / "draft_distilled.pt").exists(), reason="distilled draft not trained yet")
-def test_distilled_draft_shape_and_gain():
-    from minispec.train import agreement, corpus_files, load_bytes
-    draft, distilled = ms.load_model("draft"), ms.load_model("draft_distilled")
-    assert vars(distilled.config) == vars(draft.config)
-    target = ms.load_model("target")
-    held = load_bytes(corpus_files()[1])[:16 * 128 + 1]
-    plain, better = agreement(target, draft, held, windows=16), agreement(target, distilled, held, windows=16)
-    assert better[0] > plain[0] and better[1] > plain[1]  # greedy and sampled acceptance proxies
+def test_as_drafter(random_gpt):
+    target, model = random_gpt(vocab_size=8, n_layer=2), random_gpt(vocab_size=8, n_layer=1)
+    d = as_drafter(model, target)
+    assert isinstance(d, ModelDrafter) and d.model is model
+    lookup = PromptLookupDrafter()
+    assert as_drafter(lookup, target) is lookup
+    for bad in ("draft", None, ms.Tree()):
+        with pytest.raises(ValueError, match="Drafter"):
+            as_drafter(bad, target)
+    with pytest.raises(ValueError, match="vocab"):
+        as_drafter(random_gpt(vocab_size=9, n_layer=1), target)
 
+
+def test_load_drafter_names_and_options(random_gpt):
+    target = random_gpt(vocab_size=256, n_layer=2)
+    with pytest.raises(ValueError, match="unknown drafter 'nope'.*draft.*hydra.*lookup"):
+        load_drafter("nope", target)
+    assert load_drafter("lookup", target, max_n=5).max_n == 5
+    assert isinstance(load_drafter("lookup", target), PromptLookupDrafter)
+    d = load_drafter("draft", target, branching=(2, 2), width=1)
+    assert isinstance(d, ModelDrafter) and (d.branching, d.width) == ((2, 2), 1)
+    with pytest.raises(ValueError, match="vocab"):  # the shipped draft speaks bytes
+        load_drafter("draft", random_gpt(vocab_size=8, n_layer=1))
+
+
+# --- every configuration through the loop ----------------------------------------------------------
+
+DRAFTERS = {  # name: (make(draft), gamma)
+    "model chain": (lambda d: d, 3),
+    "ModelDrafter": (lambda d: ModelDrafter(d), 2),
+    "confidence stop": (lambda d: ModelDrafter(d, threshold=0.6), 3),
+    "static tree": (lambda d: ModelDrafter(d, branching=(2, 2)), 3),
+    "static tree, 3 wide": (lambda d: ModelDrafter(d, branching=(3, 1)), 3),
+    "dynamic tree": (lambda d: ModelDrafter(d, branching=(2, 2, 2), width=1, score_temperature=0.5), 3),
+    "lookup": (lambda d: PromptLookupDrafter(2), 2),
+    "lookup n=1": (lambda d: PromptLookupDrafter(1), 3),
+    "fallback": (lambda d: FallbackDrafter(PromptLookupDrafter(3, 2), ModelDrafter(d), then_gamma=1), 2),
+}
+
+
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_greedy_exact_with_every_drafter(random_gpt, name):
+    target = random_gpt(vocab_size=8, n_layer=2, seed=3)
+    draft = random_gpt(vocab_size=8, n_layer=1, seed=4)
+    make, _ = DRAFTERS[name]
+    g = torch.Generator().manual_seed(0)
+    drafted = 0
+    for gamma in (1, 3, 6):
+        for _ in range(3):
+            ids = torch.randint(8, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist()
+            res = ms.speculative_generate(target, make(draft), ids, 20, gamma=gamma)
+            assert res.tokens == ms.generate(target, ids, 20).tokens
+            drafted += res.stats.drafted
+    assert drafted  # (something was drafted)
+
+
+def test_greedy_tree_wider_than_the_blocks_room(random_gpt):
+    """A tree of more nodes than positions left in the block (the caches hold 2 x block_size entries)."""
+    target, draft = random_gpt(vocab_size=8, n_layer=2, seed=1), random_gpt(vocab_size=8, n_layer=1, seed=2)
+    ids = list(range(8)) * 6  # 48 of block_size 64
+    res = ms.speculative_generate(target, ModelDrafter(draft, branching=(4,) * 14, width=4), ids, 15, gamma=40)
+    assert res.tokens == ms.generate(target, ids, 15).tokens
+    assert max(len(s.tree.tokens) for s in res.steps) > 64 - len(ids) - 15
+
+
+PROMPT = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes 2, 0, 1
+
+
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_sampling_exact_law_with_every_drafter(tiny_pair, exact_law, dense, target_law, name):
+    """float64 toy pair, 3 new tokens at temperature 1: the exact law of the loop's output is the target's."""
+    target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
+    make, gamma = DRAFTERS[name]
+    drafter = make(draft)
+    law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=gamma,
+                                                          temperature=1.0).tokens))
+    assert torch.allclose(dense(law, 3, 3), target_law(target, PROMPT, 3), atol=1e-12, rtol=0)
+
+
+def test_sampling_exact_law_with_top_k_and_a_tree(tiny_pair, exact_law, dense, target_law):
+    target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
+    kw = dict(temperature=0.8, top_k=2)
+    drafter = ModelDrafter(draft, branching=(2, 2), width=1)
+    law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, **kw).tokens))
+    assert torch.allclose(dense(law, 3, 3), target_law(target, PROMPT, 3, **kw), atol=1e-12, rtol=0)
+
+
+def path_tokens(tree, node):
+    out = []
+    while node >= 0:
+        out.insert(0, tree.tokens[node])
+        node = tree.parents[node]
+    return out
+
+
+class GreedyTreeSoftQ(ModelDrafter):
+    """BUGGY on purpose: a tree of the draft's top-k children (temperature 0), presented as iid draws from q."""
+
+    @torch.no_grad()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        tree = super().draft(context, gamma, 0.0)
+        for node in tree.cands:
+            seq = list(context) + path_tokens(tree, node)
+            tree.q[node] = ms.probs(self.model(torch.tensor([seq]))[0, -1], temperature)
+        return tree
+
+
+@pytest.mark.parametrize("make", [lambda d: ModelDrafter(d, branching=(2, 2)), lambda d: GreedyTreeSoftQ(d, branching=(2, 2))],
+                         ids=["static tree", "greedy tree with soft q (lossy)"])
+def test_sampling_chi_square_and_negative_control(tiny_pair, target_law, chi2_pvalue, make):
+    target, draft = tiny_pair
+    drafter, lossy = make(draft), isinstance(make(draft), GreedyTreeSoftQ)
+    counts = torch.zeros(3, 3, 3)
+    for seed in range(400):
+        counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, temperature=1.0, seed=seed).tokens)] += 1
+    pvalue = chi2_pvalue(counts, target_law(target, PROMPT, 3))
+    assert pvalue < 1e-6 if lossy else pvalue > 1e-3

@@ -1,9 +1,12 @@
-"""The GPT: logits at every position, a croppable KV cache, tree masks, bytes, saving, GPT-2 weights."""
+"""The GPT (minispec.model): logits at every position, a KV cache that crops, keeps a path and follows the
+weights' dtype, explicit positions and masks, early exits, bytes, saving and loading."""
+import copy
+
 import pytest
 import torch
 
 import minispec as ms
-from minispec.model import WEIGHTS_DIR, decode, from_hf_state_dict, save_model, to_hf_state_dict
+from minispec.model import WEIGHTS_DIR, KVCache, decode, save_model
 
 
 @pytest.fixture(autouse=True)
@@ -92,6 +95,49 @@ def test_crop_validates(model):
     assert torch.allclose(model(tokens(4), cache), model(tokens(4)), atol=1e-5)
 
 
+def test_keep_moves_a_path_next_to_the_context():
+    """keep(start, nodes): entries start + i for i in nodes move to start, start + 1, ...; the rest is cropped."""
+    cfg = ms.GPTConfig(vocab_size=4, block_size=8, n_layer=2, n_head=1, n_embd=2)
+    cache = KVCache(cfg, size=12)
+    cache.k[:] = torch.arange(12.0).view(1, 1, 1, 12, 1)  # entry j holds the value j
+    cache.v[:] = -cache.k
+    cache.length = 10  # a context of 4 entries, then 6 tree nodes
+    cache.keep(4, [1, 3, 4])
+    assert cache.length == 7
+    assert cache.k[0, 0, 0, :7, 0].tolist() == [0, 1, 2, 3, 5, 7, 8] and torch.equal(cache.v[:, :, :, :7], -cache.k[:, :, :, :7])
+    cache.keep(7, [])
+    assert cache.length == 7
+
+
+def test_blocks_do_not_advance_the_cache(model):
+    """GPT.blocks writes entries after cache.length but leaves length to its caller (forward advances it)."""
+    idx = tokens(5, seed=7)
+    cache = model.new_cache()
+    x = model.embed(idx, torch.arange(5))
+    h = model.blocks(x, cache)
+    assert cache.length == 0
+    cache.length = 5
+    assert torch.allclose(model.lm_head(model.ln_f(h)), model(idx), atol=1e-5)
+    assert torch.allclose(model(tokens(2, seed=8), cache), model(torch.cat([idx, tokens(2, seed=8)], 1))[:, 5:], atol=1e-5)
+    with pytest.raises(ValueError, match="KV cache holds 4"):
+        model(tokens(5), model.new_cache(size=4))
+    with pytest.raises(ValueError, match="block_size"):  # a big cache still cannot hold positions past the block
+        model(tokens(5), model.new_cache(size=200), pos=torch.arange(30, 35))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_cache_and_forward_follow_the_dtype(model, dtype):
+    """new_cache takes the weights' device and dtype, so model.double() (or .to("cuda")) just works."""
+    m = copy.deepcopy(model).to(dtype)
+    cache = m.new_cache(batch_size=2, size=40)
+    assert cache.k.dtype == cache.v.dtype == dtype and cache.k.device == m.wte.weight.device
+    assert cache.k.shape == (2, 2, 2, 40, 8) and model.new_cache().k.shape[3] == 32
+    idx, cache = tokens(6, seed=9), m.new_cache()
+    pieces = torch.cat([m(idx[:, :4], cache), m(idx[:, 4:], cache)], 1)
+    assert pieces.dtype == dtype and torch.allclose(pieces, m(idx), atol=1e-12 if dtype == torch.float64 else 0.1)
+    assert torch.allclose(pieces.float(), model(idx), atol=1e-5 if dtype == torch.float64 else 0.2)
+
+
 # --- explicit positions and masks (tree attention) ----------------------------------------------
 
 def test_explicit_causal_mask_equals_default(model):
@@ -156,12 +202,8 @@ def test_decode_invalid_utf8_gives_replacement_char(ids):
 
 
 def test_decode_is_the_public_function():
-    """BUG (minispec/__init__.py): `ms.decode` must be the byte decoder of the API contract, but
-    `from .decode import ...` (the submodule minispec/decode.py) runs after `from .model import decode`
-    and rebinds the package attribute `decode` to the submodule, so `ms.decode(ids)` raises
-    "TypeError: 'module' object is not callable". Fix: rename the submodule (e.g. decoding.py), or
-    import `decode` from .model after the submodule import in __init__.py."""
-    assert callable(ms.decode), f"ms.decode is {ms.decode!r}"
+    """`ms.decode` is the byte decoder of the API contract (no submodule shadows it: see test_api.py)."""
+    assert ms.decode is decode
     assert ms.decode([104, 105]) == "hi"
     assert ms.decode([0xFF]) == "\ufffd"
 
@@ -199,41 +241,3 @@ def test_shipped_model_loads(name):
     assert not m.training and m.config.vocab_size == 256
     assert all(p.dtype == torch.float32 and p.device.type == "cpu" for p in m.parameters())
     assert m(torch.tensor([ms.encode("def ")])).shape == (1, 4, 256)
-
-
-# --- GPT-2 (transformers) weight layout ---------------------------------------------------------
-
-def test_hf_state_dict_layout(model):
-    """Key names and Conv1D (in, out) shapes of transformers' GPT2LMHeadModel, written out by hand."""
-    C, V, L = 16, 50, 32
-    sd = to_hf_state_dict(model)
-    want = {"transformer.wte.weight": (V, C), "transformer.wpe.weight": (L, C),
-            "transformer.ln_f.weight": (C,), "transformer.ln_f.bias": (C,), "lm_head.weight": (V, C)}
-    for i in range(2):
-        h = f"transformer.h.{i}."
-        want.update({h + "ln_1.weight": (C,), h + "ln_1.bias": (C,), h + "ln_2.weight": (C,), h + "ln_2.bias": (C,),
-                     h + "attn.c_attn.weight": (C, 3 * C), h + "attn.c_attn.bias": (3 * C,),
-                     h + "attn.c_proj.weight": (C, C), h + "attn.c_proj.bias": (C,),
-                     h + "mlp.c_fc.weight": (C, 4 * C), h + "mlp.c_fc.bias": (4 * C,),
-                     h + "mlp.c_proj.weight": (4 * C, C), h + "mlp.c_proj.bias": (C,)})
-    assert {k: tuple(v.shape) for k, v in sd.items()} == want
-    assert torch.equal(sd["transformer.h.0.attn.c_attn.weight"], model.h[0].attn.c_attn.weight.t())
-
-
-def test_hf_state_dict_roundtrip(model):
-    """BUG (minispec/model.py, from_hf_state_dict, line ~215): the filter meant for HF's causal-mask
-    buffers, `k.endswith(("attn.bias", "attn.masked_bias"))`, also matches the real weights
-    "h.N.attn.c_attn.bias", so they are dropped and load_state_dict fails with missing keys: the
-    round trip never works. Fix: match the buffers exactly, `k.endswith((".attn.bias", ".attn.masked_bias"))`
-    (as minispec/hf.py already does)."""
-    sd = to_hf_state_dict(model)
-    sd["transformer.h.0.attn.bias"] = torch.ones(1, 1, 32, 32)  # HF's mask buffers are ignored
-    sd["transformer.h.1.attn.masked_bias"] = torch.tensor(-1e4)
-    back = from_hf_state_dict(sd, model.config)
-    assert not back.training
-    for k, v in model.state_dict().items():
-        assert torch.equal(back.state_dict()[k], v), k
-    idx = tokens(8, seed=6)
-    assert torch.equal(back(idx), model(idx))
-    del sd["lm_head.weight"]  # tied: the head may be left out
-    assert torch.equal(from_hf_state_dict(sd, model.config)(idx), model(idx))

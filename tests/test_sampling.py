@@ -97,3 +97,13 @@ def test_sample_uses_the_generator(chi2_pvalue):
     counts = torch.bincount(torch.tensor([ms.sample(p, gen) for _ in range(2000)]), minlength=4)
     assert counts[1] == 0
     assert chi2_pvalue(counts, p) > 1e-4
+
+
+def test_probs_keeps_float64_and_lifts_half_precision():
+    """float64 logits stay float64 (a float64 model decodes exactly); fp16/bf16 are softmaxed in float32."""
+    logits = random_logits((3, 10), seed=4)
+    assert ms.probs(logits.double(), top_p=0.9).dtype == torch.float64
+    assert ms.probs(logits.double(), temperature=0).dtype == torch.float64
+    for dtype in (torch.float16, torch.bfloat16):
+        p = ms.probs(logits.to(dtype), temperature=0.7)
+        assert p.dtype == torch.float32 and torch.allclose(p.sum(-1), torch.ones(3))

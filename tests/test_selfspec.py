@@ -1,41 +1,42 @@
-"""Self-speculation (minispec.selfspec): early exit with a shared cache, Medusa heads, Jacobi/lookahead.
+"""Self-speculation (minispec.selfspec): early exit with a shared cache, Medusa / Hydra heads, Jacobi / lookahead.
 
-Every method must give exactly plain greedy decoding at temperature 0, and exactly the target's
-distribution when sampling (exact enumeration of a tiny vocabulary + chi-square), while a lossy
-rule (typical acceptance, accept-everything) is flagged by the same check.
+Each is a Drafter of the one loop. Every method must give exactly plain greedy decoding at temperature
+0, and exactly the target's distribution when sampling (the loop's exact law on a float64 toy model,
+and chi-square), while a lossy rule (Medusa's typical acceptance, accept-everything) is flagged.
 """
-import itertools
-
+import copy
 import pytest
 import torch
 
 import minispec as ms
-from minispec import selfspec
-from minispec.selfspec import (EarlyExitDrafter, Lookahead, MedusaDrafter, MedusaHeads, head_accuracy, hidden_states,
-                               load_medusa, medusa_loss, medusa_tree, save_medusa, self_speculative_generate)
+from minispec.selfspec import (EarlyExitDrafter, HeadDrafter, Lookahead, MedusaHeads, hidden_states, medusa_loss,
+                               medusa_tree)
+from minispec.verify import typical_accept
 
 
-def _heads(model, n_heads=3, seed=0, std=0.3, sequential=False):
+def make_heads(model, n_heads=3, seed=0, std=0.3, sequential=False):
     heads = MedusaHeads(model, n_heads, sequential)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in heads.parameters():
             p.normal_(0.0, std, generator=g)
-    return heads
+    return heads.to(model.wte.weight.dtype)
 
 
-METHODS = {
-    "early exit k=1 gamma=1": lambda m: EarlyExitDrafter(m, 1, 1),
-    "early exit k=1 gamma=4": lambda m: EarlyExitDrafter(m, 1, 4),
-    "early exit k=2 gamma=3": lambda m: EarlyExitDrafter(m, 2, 3),
-    "early exit k=1 gamma=6 threshold=0.5": lambda m: EarlyExitDrafter(m, 1, 6, threshold=0.5),
-    "medusa chain": lambda m: MedusaDrafter(m, _heads(m), [(0, 0, 0)]),
-    "medusa tree": lambda m: MedusaDrafter(m, _heads(m), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]),
-    "hydra tree": lambda m: MedusaDrafter(m, _heads(m, sequential=True), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]),
-    "jacobi W=1": lambda m: Lookahead(m, 1, candidates=0),
-    "jacobi W=5": lambda m: Lookahead(m, 5, candidates=0),
-    "lookahead W=3 N=3 G=2": lambda m: Lookahead(m, 3, 3, 2),
-    "lookahead W=2 N=4 G=4": lambda m: Lookahead(m, 2, 4, 4),
+TREE = [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)]
+METHODS = {  # name: (make(model), gamma)
+    "early exit k=1 gamma=1": (lambda m: EarlyExitDrafter(m, 1), 1),
+    "early exit k=1 gamma=4": (lambda m: EarlyExitDrafter(m, 1), 4),
+    "early exit k=2 gamma=3": (lambda m: EarlyExitDrafter(m, 2), 3),
+    "early exit k=1 gamma=6 threshold=0.5": (lambda m: EarlyExitDrafter(m, 1, threshold=0.5), 6),
+    "medusa chain": (lambda m: HeadDrafter(make_heads(m), [(0, 0, 0)]), 3),
+    "medusa tree": (lambda m: HeadDrafter(make_heads(m), TREE), 6),
+    "medusa default tree": (lambda m: HeadDrafter(make_heads(m)), 5),
+    "hydra tree": (lambda m: HeadDrafter(make_heads(m, sequential=True), TREE), 6),
+    "jacobi W=1": (lambda m: Lookahead(m, 1, candidates=0), 1),
+    "jacobi W=5": (lambda m: Lookahead(m, 5, candidates=0), 5),
+    "lookahead W=3 N=3 G=2": (lambda m: Lookahead(m, 3, 3, 2), 7),
+    "lookahead W=2 N=4 G=4": (lambda m: Lookahead(m, 2, 4, 4), 8),
 }
 
 
@@ -43,146 +44,80 @@ METHODS = {
     ("early exit k=2 gamma=3", 256, 1), ("medusa tree", 256, 1), ("hydra tree", 256, 1), ("lookahead W=3 N=3 G=2", 256, 1)])
 def test_greedy_equals_plain_greedy(random_gpt, name, vocab_size, seed):
     m = random_gpt(vocab_size=vocab_size, n_layer=3, n_head=2, n_embd=32, block_size=64, seed=seed, std=0.3)
-    method = METHODS[name](m)
+    make, gamma = METHODS[name]
+    drafter = make(m)
+    kept = 0
     for ids, n in (([1, 2, 3], 40), ([5], 7), ([i % vocab_size for i in range(1, 30)], 34)):
-        res = self_speculative_generate(method, ids, n)
+        res = ms.speculative_generate(m, drafter, ids, n, gamma=gamma)
         assert res.tokens == ms.generate(m, ids, n).tokens
-        assert res.stats["target_calls"] == len(res.steps) <= n
+        assert all(len(s.tree.tokens) <= gamma for s in res.steps)
+        kept += sum(s.accepted for s in res.steps)
+    assert kept  # (drafts were kept: the drafter is not idle)
     eos = ms.generate(m, [1, 2, 3], 40).tokens[9]
-    res = self_speculative_generate(method, [1, 2, 3], 40, eos_token=eos)
+    res = ms.speculative_generate(m, drafter, [1, 2, 3], 40, gamma=gamma, eos_token=eos)
     assert res.tokens == ms.generate(m, [1, 2, 3], 40, eos_token=eos).tokens
 
 
-def test_early_exit_drafter_works_in_speculative_generate(random_gpt):
-    m = random_gpt(vocab_size=16, n_layer=3, n_head=2, n_embd=32, seed=2, std=0.3)
-    for k, gamma in ((1, 3), (2, 2)):
-        res = ms.speculative_generate(m, EarlyExitDrafter(m, k), [1, 2], 30, gamma=gamma)
-        assert res.tokens == ms.generate(m, [1, 2], 30).tokens
+@pytest.mark.parametrize("order", ["lookup first", "lookup second"])
+@pytest.mark.parametrize("name", ["early exit k=1 gamma=4", "medusa tree", "jacobi W=5"])
+def test_self_drafters_inside_a_fallback(random_gpt, name, order):
+    """FallbackDrafter(lookup, X) and FallbackDrafter(X, lookup): still exactly plain greedy decoding. The
+    drafter that drafted a round must be the one that scores it and hears what was kept (early exit's
+    verification reuses its own drafting; lookahead's bookkeeping is about its own window)."""
+    m = random_gpt(vocab_size=8, n_layer=3, n_head=2, n_embd=32, block_size=64, seed=3, std=0.3)
+    make, gamma = METHODS[name]
+    for ids in ([1, 2, 3, 1, 2, 3, 1, 2], [5], [1, 2, 3, 4], [3, 3, 1, 3, 3]):
+        lookup, other = ms.PromptLookupDrafter(2), make(m)
+        drafter = ms.FallbackDrafter(lookup, other, 2) if order == "lookup first" else ms.FallbackDrafter(other, lookup)
+        assert ms.speculative_generate(m, drafter, ids, 30, gamma=gamma).tokens == ms.generate(m, ids, 30).tokens
 
+
+# --- early exit ---------------------------------------------------------------------------------
 
 def test_early_exit_confidence_stop_shortens_rounds(random_gpt):
     """threshold 1: every draft is 'unsure', one per round; threshold 0: always the full gamma."""
     m = random_gpt(vocab_size=16, n_layer=3, n_head=2, n_embd=32, seed=2, std=0.3)
-    res = [self_speculative_generate(EarlyExitDrafter(m, 1, 5, threshold=t), [1, 2], 30) for t in (1.0, 0.0)]
+    res = [ms.speculative_generate(m, EarlyExitDrafter(m, 1, threshold=t), [1, 2], 30, gamma=5) for t in (1.0, 0.0)]
     for r, longest in zip(res, (1, 5)):
         done = 0
         for s in r.steps:  # near the end a round drafts only what still fits in max_new_tokens
-            assert len(s.drafted) == min(longest, 30 - done - 1)
+            assert len(s.tree.tokens) == min(longest, 30 - done - 1)
             done += s.accepted + 1
     assert res[0].tokens == res[1].tokens == ms.generate(m, [1, 2], 30).tokens
 
 
-def test_early_exit_reuses_the_shared_cache(random_gpt):
-    """Verification gives the logits of a fresh full forward pass, and in each round every new
-    position passes through each block exactly once: blocks < k are not re-run on the drafts."""
+def test_early_exit_shares_the_cache(random_gpt):
+    """On the loop's one cache, verification (score) gives the logits of a fresh full forward pass, and in
+    each round every new position passes through each block exactly once: blocks < k are not re-run."""
     m = random_gpt(vocab_size=16, n_layer=4, n_head=2, n_embd=32, seed=4, std=0.3)
     fed = [0] * 4
     for i, block in enumerate(m.h):
         block.register_forward_hook(lambda mod, inp, out, i=i: fed.__setitem__(i, fed[i] + inp[0].shape[1]))
-    d, g = EarlyExitDrafter(m, k=2), torch.Generator().manual_seed(0)
+    d, g, cache = EarlyExitDrafter(m, k=2), torch.Generator().manual_seed(0), m.new_cache(size=128)
+    d.reset(m, cache)
     context, start = [1, 2, 3, 4], 0
     for rnd in range(5):
         fed[:] = [0] * 4
-        drafted, q = d.propose(context, 3, 1.0, None, None, g)
-        seq = context + drafted
-        logits = d.verify(seq)  # (len(seq) - start, V): every position not verified before
+        tree = d.draft(context, 3, 1.0, None, None, g)
+        seq = context + tree.tokens
+        hidden, logits = d.score(m, cache, context, tree)  # every position not verified before
         assert fed == [len(seq) - start] * 4
-        assert torch.allclose(logits, m(torch.tensor([seq]))[0, start:], atol=1e-5)
-        start = len(context) + rnd % 4  # keep 0..3 drafts, as verification would
-        d.rollback(start)
+        with torch.no_grad():
+            assert torch.allclose(logits, m(torch.tensor([seq]))[0, start:], atol=1e-5)
+        path = list(range(rnd % 4))  # keep 0..3 drafts, as verification would
+        cache.keep(len(context), path)
+        d.accept(context, tree, path, hidden, logits)
+        start = len(context) + len(path)
         context = seq[:start] + [int(torch.randint(16, (), generator=g))]
 
 
-def test_tree_call_scores_every_node_like_its_path(random_gpt):
-    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=5)
-    medusa = MedusaDrafter(m, _heads(m), [(0,), (1,), (0, 1), (1, 0), (0, 0, 0), (2,)])
-    context = [3, 1, 4, 1, 5]
-    medusa.reset()
-    medusa.step(context[:2], 9, 0.0, None, None, None)  # leaves a hidden state; cache holds 2 tokens
-    medusa.cache.crop(2)
-    top = medusa.heads(medusa.h).topk(3, -1).indices.tolist()
-    tree = selfspec._tree([[top[d][r] for d, r in enumerate(p)] for p in medusa.tree], 99)
-    selfspec._tree_step(medusa, context, tree, 1.0, None, None, torch.Generator())
-    for i in range(len(tree.tokens)):
-        path = [tree.tokens[j] for j in tree.path(i)]
-        ref = torch.softmax(m(torch.tensor([context + path]))[0, -1], -1)
-        assert torch.allclose(medusa.p[i + 1], ref, atol=1e-5)
+def test_early_exit_belongs_to_its_model(random_gpt):
+    m, other = random_gpt(vocab_size=8, n_layer=3, n_embd=16), random_gpt(vocab_size=8, n_layer=3, n_embd=16, seed=1)
+    with pytest.raises(ValueError, match="EarlyExitDrafter"):
+        ms.speculative_generate(other, EarlyExitDrafter(m, 1), [1, 2], 4)
 
 
-def _exact(model, prompt, n, temperature, top_k):
-    """P(x_1..x_n | prompt) for every sequence, by enumeration: tensor (V,) * n."""
-    V = model.config.vocab_size
-    seqs = torch.tensor(list(itertools.product(range(V), repeat=n)))  # (V^n, n)
-    x = torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs], 1)
-    with torch.no_grad():
-        p = ms.probs(model(x)[:, len(prompt) - 1:-1], temperature, top_k)  # (V^n, n, V)
-    return p.gather(-1, seqs[..., None])[..., 0].prod(-1).view((V,) * n)
-
-
-def _counts(method, prompt, n, runs, temperature, top_k):
-    V = method.model.config.vocab_size
-    counts = torch.zeros((V,) * n)
-    for seed in range(runs):
-        counts[tuple(self_speculative_generate(method, prompt, n, temperature, top_k, seed=seed).tokens)] += 1
-    return counts
-
-
-LOSSLESS = {  # (method, temperature, top_k)
-    "early exit": (lambda m: EarlyExitDrafter(m, 1, 2), 1.0, None),
-    "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, 3, threshold=0.6), 1.0, None),
-    "medusa tree": (lambda m: MedusaDrafter(m, _heads(m, 2, std=0.5), [(0,), (1,), (0, 0), (1, 1)]), 0.7, 2),
-    "hydra tree": (lambda m: MedusaDrafter(m, _heads(m, 2, std=0.5, sequential=True), [(0,), (1,), (0, 0), (1, 1)]),
-                   1.0, None),
-    "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 1.0, None),
-}
-
-
-def _tiny(random_gpt):
-    return random_gpt(vocab_size=3, n_layer=2, n_head=1, n_embd=16, block_size=16, seed=7, std=0.8)
-
-
-@pytest.mark.parametrize("name", LOSSLESS)
-def test_sampling_is_lossless(random_gpt, chi2_pvalue, name):
-    """3 new tokens over a 3-token vocabulary: 27 outcomes, their exact probabilities enumerated."""
-    m, (make, temperature, top_k) = _tiny(random_gpt), LOSSLESS[name]
-    counts = _counts(make(m), [1, 2], 3, 600, temperature, top_k)
-    assert chi2_pvalue(counts, _exact(m, [1, 2], 3, temperature, top_k)) > 1e-3
-
-
-def test_lossy_rules_are_flagged(random_gpt, chi2_pvalue, monkeypatch):
-    """Negative controls: Medusa's typical acceptance, and an early exit that keeps every draft."""
-    m = _tiny(random_gpt)
-    exact = _exact(m, [1, 2], 3, 1.0, None)
-    typical = MedusaDrafter(m, _heads(m, 2, std=0.5), [(0,), (1,), (0, 0), (1, 1)], typical=(0.3, 0.6))
-    assert chi2_pvalue(_counts(typical, [1, 2], 3, 300, 1.0, None), exact) < 1e-4
-    monkeypatch.setattr(selfspec, "speculative_accept", lambda x, q, p, g: (len(x), ms.sample(p[-1], g)))
-    assert chi2_pvalue(_counts(EarlyExitDrafter(m, 1, 2), [1, 2], 3, 300, 1.0, None), exact) < 1e-4
-
-
-def test_bad_settings_raise(random_gpt):
-    m = random_gpt(vocab_size=8, n_layer=3, n_head=2, n_embd=16)
-    for k in (0, 3, -1, 1.5):
-        with pytest.raises(ValueError, match="exit layer k"):
-            EarlyExitDrafter(m, k)
-    with pytest.raises(ValueError, match="gamma"):
-        EarlyExitDrafter(m, 1, gamma=0)
-    for threshold in (-0.1, 1.5):
-        with pytest.raises(ValueError, match="threshold"):
-            EarlyExitDrafter(m, 1, threshold=threshold)
-    with pytest.raises(ValueError, match="n_heads"):
-        MedusaHeads(m, 0)
-    with pytest.raises(ValueError, match="tree"):
-        MedusaDrafter(m, _heads(m, 2), [(0, 0, 0)])
-    with pytest.raises(ValueError, match="sequential heads need the drafted tokens"):
-        _heads(m, 2, sequential=True)(torch.zeros(16))
-    for kw, name in ((dict(window=0), "window"), (dict(ngram=1), "ngram"), (dict(candidates=-1), "candidates")):
-        with pytest.raises(ValueError, match=name):
-            Lookahead(m, **kw)
-    with pytest.raises(ValueError, match="temperature"):
-        self_speculative_generate(Lookahead(m), [1], 4, temperature=-1)
-    with pytest.raises(ValueError, match="empty"):
-        self_speculative_generate(EarlyExitDrafter(m, 1), [], 4)
-
+# --- Medusa and Hydra heads ---------------------------------------------------------------------
 
 def test_medusa_tree_known_answer():
     """Gains: (0,) .6, (1,) .2, (0,0) .6*.5 = .3, (0,1) .06: the best three are (0,), (0,0), (1,)."""
@@ -190,63 +125,188 @@ def test_medusa_tree_known_answer():
     assert medusa_tree([[0.6, 0.2], [0.5, 0.1]], 10) == [(0,), (0, 0), (1,), (1, 0), (0, 1), (1, 1)]
 
 
-def test_medusa_heads_train_and_round_trip(random_gpt, tmp_path):
+def test_untrained_heads_repeat_the_targets_guess(random_gpt):
+    """W_i = 0 at first: every head's logits are the target's next-token logits (Medusa-1's init)."""
     m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=8, std=0.3)
-    heads = MedusaHeads(m, 2)
-    h = hidden_states(m, torch.tensor([[1, 2, 3]]))[0]  # zero-initialised heads repeat the target's guess
-    assert torch.allclose(heads(h)[:, 0], m(torch.tensor([[1, 2, 3]]))[0], atol=1e-5)
+    x = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        h = hidden_states(m, x)[0]
+        out = MedusaHeads(m, 2)(h)
+        assert out.shape == (3, 2, 16)
+        assert torch.allclose(out[:, 0], m(x)[0], atol=1e-5) and torch.allclose(out[:, 1], m(x)[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["medusa", "hydra"])
+def test_heads_train_and_leave_the_target_frozen(random_gpt, sequential):
+    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=8, std=0.3)
+    heads = MedusaHeads(m, 2, sequential)
     x = torch.randint(16, (2, 32), generator=torch.Generator().manual_seed(0))
-    opt = torch.optim.Adam(heads.parameters(), lr=1e-2)
-    losses = []
+    opt, losses = torch.optim.Adam(heads.parameters(), lr=1e-2), []
     for _ in range(15):
         loss = medusa_loss(m, heads, x)
         opt.zero_grad(), loss.backward(), opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.9 * losses[0]
     assert all(p.grad is None for p in m.parameters())  # the target stays frozen
-    heads.accuracy = [[0.5, 0.1], [0.3, 0.1]]
-    save_medusa(heads, tmp_path / "h.pt")
-    back = load_medusa(m, tmp_path / "h.pt")
-    assert torch.allclose(back(h), heads(h), atol=1e-2) and back.accuracy == heads.accuracy
+    assert not any(k.startswith("target") for k in heads.state_dict())  # and is not saved with the heads
 
 
-def test_hydra_heads_follow_the_drafted_path(random_gpt, tmp_path):
-    """A sequential head's guess depends on the token before it: the tree's nodes at depth 2 differ
-    by branch, and they are exactly what advance() gives for that branch. Training lowers the loss,
-    the target stays frozen, and save/load keeps the heads sequential."""
-    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=8, std=0.3)
-    heads = _heads(m, 2, std=0.5, sequential=True)
-    drafter = MedusaDrafter(m, heads, [(0,), (1,), (0, 0), (1, 0)])
-    drafter.reset()
-    drafter.step([1, 2, 3], 9, 0.0, None, None, None)  # leaves the hidden state that predicted the next token
-    paths = drafter._guesses(7, 9)
-    z = heads.advance(drafter.h, 0, torch.tensor(7))
-    assert [p[0] for p in paths[:2]] == heads.logits(z).topk(2).indices.tolist()
-    for first, second in (paths[2], paths[3]):
-        z1 = heads.advance(heads.advance(drafter.h, 0, torch.tensor(7)), 1, torch.tensor(first))
-        assert second == int(heads.logits(z1).argmax())
-    x = torch.randint(16, (2, 32), generator=torch.Generator().manual_seed(0))
-    fresh = MedusaHeads(m, 2, sequential=True)
-    opt, losses = torch.optim.Adam(fresh.parameters(), lr=1e-2), []
-    for _ in range(15):
-        loss = medusa_loss(m, fresh, x)
-        opt.zero_grad(), loss.backward(), opt.step()
-        losses.append(loss.item())
-    assert losses[-1] < 0.9 * losses[0] and all(p.grad is None for p in m.parameters())
-    save_medusa(fresh, tmp_path / "h.pt")
-    back = load_medusa(m, tmp_path / "h.pt")
-    h = hidden_states(m, x[:1])
-    assert back.sequential and all(torch.allclose(a, b, atol=1e-2) for a, b in zip(back.unroll(h, x[:1]), fresh.unroll(h, x[:1])))
-    # accuracy from a list of sequences = from the same bytes read in windows
-    flat = torch.cat([x.flatten(), torch.zeros(1, dtype=torch.long)])
-    assert head_accuracy(m, fresh, [x[0], x[1]]) == head_accuracy(m, fresh, flat, block_size=32, max_windows=2)
+def test_head_drafter_trees(random_gpt):
+    """The first round drafts nothing (no hidden state yet); then the tree holds the heads' ranked guesses:
+    Medusa's from one look at h, Hydra's conditioned on the branch (exactly what advance() gives)."""
+    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=5)
+    with torch.no_grad():
+        h = hidden_states(m, torch.tensor([[3, 1, 4]]))[0, -1]
+    medusa, hydra = make_heads(m, 2, std=0.5), make_heads(m, 2, std=0.5, sequential=True)
+    ranks = [(0,), (1,), (0, 0), (1, 0)]
+    for heads in (medusa, hydra):
+        d = HeadDrafter(heads, ranks)
+        d.reset(m, None)
+        assert d.draft([3, 1, 4], 4).tokens == []
+        d.h = h
+        tree = d.draft([3, 1, 4, 7], 4)
+        assert tree.parents == [-1, -1, 0, 1] and all(q is None for q in tree.q.values())
+        with torch.no_grad():
+            if heads is medusa:
+                top = heads(h).topk(2, -1).indices.tolist()
+                assert tree.tokens == [top[0][0], top[0][1], top[1][0], top[1][0]]
+            else:
+                z = heads.advance(h, 0, torch.tensor(7))  # the token the target just added
+                assert tree.tokens[:2] == heads.logits(z).topk(2).indices.tolist()
+                for node in (2, 3):
+                    z1 = heads.advance(z, 1, torch.tensor(tree.tokens[node - 2]))
+                    assert tree.tokens[node] == int(heads.logits(z1).argmax())
+    medusa.accuracy = [[0.6, 0.2], [0.5, 0.1]]
+    d = HeadDrafter(medusa)  # the default tree: medusa_tree(accuracy, gamma)
+    d.reset(m, None)
+    d.h = h
+    with torch.no_grad():
+        top = medusa(h).topk(2, -1).indices.tolist()
+    assert d.draft([3, 1, 4, 7], 3).tokens == [top[0][0], top[1][0], top[0][1]]  # (0,), (0, 0), (1,)
 
 
-@pytest.mark.skipif(not (ms.model.WEIGHTS_DIR / "medusa_heads.pt").exists(), reason="no shipped heads")
-def test_shipped_models_greedy():
-    from minispec.bench import bench_prompts
-    target = ms.load_model("target")
-    ids = bench_prompts(1, 64)[0]
-    ref = ms.generate(target, ids, 24).tokens
-    for method in (EarlyExitDrafter(target, 2), MedusaDrafter(target, load_medusa(target)), Lookahead(target)):
-        assert self_speculative_generate(method, ids, 24).tokens == ref
+def test_head_drafter_reads_the_hidden_state_before_the_targets_token(random_gpt):
+    """After every round the heads read h of the token before the one the target added (it predicted it)."""
+    m = random_gpt(vocab_size=16, n_layer=2, n_head=2, n_embd=32, seed=5)
+    seen = []
+
+    class Spy(HeadDrafter):
+        def draft(self, context, gamma, *args):
+            seen.append((list(context), None if self.h is None else self.h.clone()))
+            return super().draft(context, gamma, *args)
+
+    ms.speculative_generate(m, Spy(make_heads(m, 2, std=0.5), [(0,), (1,), (0, 0)]), [3, 1, 4, 1], 20, gamma=3)
+    assert seen[0][1] is None and len(seen) > 2
+    with torch.no_grad():
+        for context, h in seen[1:]:
+            assert torch.allclose(h, hidden_states(m, torch.tensor([context[:-1]]))[0, -1], atol=1e-5)
+
+
+def test_bad_head_settings_raise(random_gpt):
+    m = random_gpt(vocab_size=8, n_layer=3, n_head=2, n_embd=16)
+    with pytest.raises(ValueError, match="n_heads"):
+        MedusaHeads(m, 0)
+    with pytest.raises(ValueError, match="tree"):
+        HeadDrafter(make_heads(m, 2), [(0, 0, 0)])  # deeper than the heads
+    with pytest.raises(ValueError, match="tree"):
+        HeadDrafter(make_heads(m, 2), [])
+    with pytest.raises(ValueError, match="sequential heads need the drafted tokens"):
+        make_heads(m, 2, sequential=True)(torch.zeros(16))
+    other = random_gpt(vocab_size=8, n_layer=3, n_head=2, n_embd=16, seed=1)
+    with pytest.raises(ValueError, match="another model"):
+        ms.speculative_generate(other, HeadDrafter(make_heads(m, 2)), [1, 2], 4)
+
+
+@pytest.mark.parametrize("kw", [dict(k=0), dict(k=3), dict(k=-1), dict(k=1.5), dict(k=1, threshold=-0.1),
+                                dict(k=1, threshold=1.5)])
+def test_bad_early_exit_settings_raise(random_gpt, kw):
+    m = random_gpt(vocab_size=8, n_layer=3, n_head=2, n_embd=16)
+    with pytest.raises(ValueError, match="exit layer k" if "threshold" not in kw else "threshold"):
+        EarlyExitDrafter(m, **kw)
+
+
+# --- Jacobi / lookahead ---------------------------------------------------------------------------
+
+def test_lookahead_guesses_are_the_targets_outputs(random_gpt):
+    """Jacobi: the next guess is the target's argmax after each window node, past what was kept; lookahead
+    adds pooled n-grams as extra branches, within the node budget gamma."""
+    m = random_gpt(vocab_size=8, n_layer=2, n_head=2, n_embd=32, seed=1, std=0.5)
+    rounds = []
+
+    class Spy(Lookahead):
+        def accept(self, context, tree, path, hidden, logits):
+            super().accept(context, tree, path, hidden, logits)
+            rounds.append((list(context), list(self.inputs), tree, path, list(self.guess)))
+
+    res = ms.speculative_generate(m, Spy(m, 3, 3, 2), [1, 2, 3, 1, 2, 3, 1, 2], 40, gamma=6)
+    assert max(len(r[2].tokens) for r in rounds) > 3  # pooled n-grams were drafted beyond the window
+    with torch.no_grad():
+        for context, inputs, tree, path, guess in rounds:
+            assert len(tree.tokens) <= 6 and tree.tokens[:len(inputs) - 1] == inputs[1:]
+            out = m(torch.tensor([context[:-1] + inputs]))[0, len(context) - 1:].argmax(-1).tolist()
+            assert guess == out[len(path) + 1:]
+    assert res.tokens == ms.generate(m, [1, 2, 3, 1, 2, 3, 1, 2], 40).tokens
+
+
+@pytest.mark.parametrize("kw, name", [(dict(window=0), "window"), (dict(ngram=1), "ngram"),
+                                      (dict(candidates=-1), "candidates"), (dict(window=1.5), "window")])
+def test_bad_lookahead_settings_raise(random_gpt, kw, name):
+    with pytest.raises(ValueError, match=name):
+        Lookahead(random_gpt(vocab_size=8, n_layer=1), **kw)
+
+
+# --- sampling: lossless, exactly ------------------------------------------------------------------
+
+LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
+    "early exit": (lambda m: EarlyExitDrafter(m, 1), 2, 3, dict(temperature=1.0)),
+    "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, threshold=0.6), 3, 3, dict(temperature=1.0)),
+    "medusa tree": (lambda m: HeadDrafter(make_heads(m, 2, std=0.5), [(0,), (1,), (0, 0), (1, 1)]), 4, 4,
+                    dict(temperature=0.7, top_k=2)),
+    "hydra tree": (lambda m: HeadDrafter(make_heads(m, 2, std=0.5, sequential=True), [(0,), (1,), (0, 0), (1, 1)]), 4, 4,
+                   dict(temperature=1.0)),
+    "jacobi": (lambda m: Lookahead(m, 2, candidates=0), 2, 4, dict(temperature=1.0)),
+    "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 4, 4, dict(temperature=1.0)),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny64(tiny_pair):
+    return copy.deepcopy(tiny_pair[0]).double()
+
+
+@pytest.mark.parametrize("name", LOSSLESS)
+def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
+    """3 or 4 new tokens over a 3-token vocabulary, the loop's draws enumerated, float64: the target's law."""
+    make, gamma, n, kw = LOSSLESS[name]
+    drafter = make(tiny64)
+    law = exact_law(lambda: tuple(ms.speculative_generate(tiny64, drafter, [1, 2], n, gamma=gamma, **kw).tokens))
+    assert torch.allclose(dense(law, 3, n), target_law(tiny64, [1, 2], n, **kw), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["early exit", "hydra tree"])
+def test_sampling_chi_square(tiny_pair, target_law, chi2_pvalue, name):
+    m = tiny_pair[0]
+    make, gamma, _, kw = LOSSLESS[name]
+    drafter, counts = make(m), torch.zeros(3, 3, 3)
+    for seed in range(400):
+        counts[tuple(ms.speculative_generate(m, drafter, [1, 2], 3, gamma=gamma, seed=seed, **kw).tokens)] += 1
+    assert chi2_pvalue(counts, target_law(m, [1, 2], 3, **kw)) > 1e-3
+
+
+LOSSY = {"typical acceptance": (LOSSLESS["medusa tree"][0], typical_accept),
+         "early exit keeps every draft": (LOSSLESS["early exit"][0], lambda cands, q, p, g=None: cands[0])}
+
+
+@pytest.mark.parametrize("name", LOSSY)
+def test_lossy_rules_are_flagged(tiny_pair, tiny64, exact_law, dense, target_law, chi2_pvalue, name):
+    """Negative controls: Medusa's typical acceptance, and an early exit whose every draft is kept."""
+    make, rule = LOSSY[name]
+    law = exact_law(lambda: tuple(ms.speculative_generate(tiny64, make(tiny64), [1, 2], 3, gamma=4, temperature=1.0,
+                                                          rule=rule).tokens))
+    assert 0.5 * float((dense(law, 3, 3) - target_law(tiny64, [1, 2], 3)).abs().sum()) > 0.05
+    m, counts = tiny_pair[0], torch.zeros(3, 3, 3)
+    drafter = make(m)
+    for seed in range(300):
+        counts[tuple(ms.speculative_generate(m, drafter, [1, 2], 3, gamma=4, temperature=1.0, seed=seed,
+                                             rule=rule).tokens)] += 1
+    assert chi2_pvalue(counts, target_law(m, [1, 2], 3)) < 1e-6

@@ -134,3 +134,15 @@ def test_speculative_accept_tokens_per_call_matches_theory():
     se = float(tokens.std()) / n_calls ** 0.5
     assert abs(float(tokens.mean()) - ms.expected_tokens(alpha, gamma)) < 4 * se
     assert 0.2 < alpha < 0.95  # (the case is not degenerate)
+
+
+def test_step_cost_measures_a_cached_forward(random_gpt):
+    """step_cost (used by notebooks 00 and 03 and the benchmarks) runs and leaves the model as it was."""
+    from minispec.theory import step_cost
+    m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    for k in (1, 4):
+        t = step_cost(m, k, context=8, reps=8)
+        assert isinstance(t, float) and 0 < t < 1
+    assert step_cost(m, 2, context=0, reps=7) > 0
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())

@@ -1,12 +1,9 @@
 """minispec.viz: traces say exactly what happened in each round, plots draw exactly the math.
 
 Every check reads numbers back out of the figure (bar heights, titles) and compares them with the
-quantities they are meant to show, so a plot that mislabels or misstacks its bars fails.
+quantities they are meant to show, so a plot that mislabels or misstacks its bars fails. No test
+writes a file (each runs in an empty working directory, checked afterwards).
 """
-import subprocess
-import sys
-from pathlib import Path
-
 import matplotlib
 import pytest
 import torch
@@ -16,6 +13,14 @@ from minispec import viz
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_files_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    yield
+    plt.close("all")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +42,7 @@ def test_trace_segments_rebuild_the_output(sampled):
 
 
 def test_html_and_ansi_traces(sampled):
-    step = ms.Step(drafted=[ord("<"), ord("b")], accepted=1, token=ord("&"))
+    step = ms.Step(ms.Tree.chain([ord("<"), ord("b")]), [0], ord("&"))  # "<" kept, "b" rejected, "&" added
     page = viz.html_trace([step])
     assert "&lt;" in page and "&amp;" in page and "line-through" in page  # escaped, rejected struck
     assert all(c in page for c in viz.COLORS.values())
@@ -107,8 +112,32 @@ def test_explorers_build(byte_pair):
     plt.close("all")
 
 
-def test_import_minispec_stays_light():
-    code = "import sys, minispec; print(any(m in sys.modules for m in ('matplotlib', 'ipywidgets')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
-    assert out.stdout.strip() == "False"
+def test_trace_of_a_tree_step():
+    """A tree round: the trace shows the kept path, then the rest of the draft's most probable branch."""
+    tree = ms.Tree()
+    a = tree.add(-1, ord("a"), 0.9)
+    tree.add(-1, ord("x"), 0.05)
+    tree.add(a, ord("c"), 0.3)
+    tree.add(a, ord("b"), 0.6)
+    step = ms.Step(tree, [a], ord("z"))
+    assert step.drafted == [ord("a"), ord("b")] and step.accepted == 1 and not step.bonus
+    assert viz.trace_segments([step]) == [("a", "accepted"), ("b", "rejected"), ("z", "correction")]
+    leaf = ms.Step(tree, [a, tree.children(a)[ord("b")]], ord("!"))
+    assert leaf.bonus and viz.trace_segments([leaf])[-1] == ("!", "bonus")
+
+
+def test_draw_tree_labels_every_node_and_the_path():
+    tree = ms.Tree.from_paths([[ord("a"), ord("b")], [ord("a"), ord("c")], [ord("d")]])
+    ax = viz.draw_tree(tree, path=[0, 1])
+    texts = [t.get_text() for t in ax.texts]
+    assert sorted(texts) == sorted(["a", "b", "c", "d", "root"])
+    green = [t.get_text() for t in ax.texts if t.get_bbox_patch().get_facecolor()[:3] == matplotlib.colors.to_rgb("#c8e6c9")]
+    assert sorted(green) == ["a", "b"]
+    ax = viz.draw_tree(tree, label=lambda t: f"<{t}>")
+    assert "<97>" in [t.get_text() for t in ax.texts]
+
+
+def test_show_prints_the_packages_own_source(capsys):
+    viz.show(ms.residual, ms.verify_tree)
+    out = capsys.readouterr().out
+    assert "def residual(p, q):" in out and "def verify_tree(" in out and "torch.clamp(p - q, min=0)" in out

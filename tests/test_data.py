@@ -1,0 +1,62 @@
+"""The shipped held-out text (minispec.data): the files, the benchmark prompts, batches, bits per byte."""
+import hashlib
+
+import pytest
+import torch
+
+import minispec as ms
+from minispec import data
+
+
+def test_heldout_files_and_tensor():
+    files = data.heldout_files()
+    assert data.HELD_OUT == ("calendar.py", "fractions.py", "heapq.py", "shlex.py", "statistics.py", "textwrap.py")
+    assert len(files) == 6 and all(isinstance(f, bytes) and len(f) > 10_000 for f in files)
+    assert files[2].startswith(b'"""Heap queue algorithm')  # heapq.py
+    text = data.heldout()
+    assert text.dtype == torch.long and len(text) == sum(len(f) + 2 for f in files)
+    assert bytes(text[:len(files[0])].tolist()) == files[0] and text[len(files[0]):len(files[0]) + 2].tolist() == [10, 10]
+
+
+def test_prompts_are_the_old_benchmark_prompts():
+    """prompts(8) are the prompts minispec.bench.bench_prompts(8) gave before the redesign (computed once
+    from the old package on Python 3.11.7's standard library: their SHA-256, and the first one's start)."""
+    p = data.prompts(8)
+    assert len(p) == 8 and all(len(x) == 128 for x in p)
+    assert hashlib.sha256(bytes(sum(p, []))).hexdigest()[:16] == "6fa3c1df579414e3"
+    assert bytes(p[0][:40]) == b"            yield d, i % 7\n\n    def iter"
+
+
+def test_prompts_start_at_line_starts_and_offset_continues():
+    files = data.heldout_files()
+    for i, prompt in enumerate(data.prompts(12, length=64)):
+        f = files[i % 6]
+        start = f.index(bytes(prompt))
+        assert f[start - 1:start] == b"\n" and len(prompt) == 64
+    assert data.prompts(10, offset=8) == data.prompts(18)[8:]
+    assert data.prompts(3, length=16) == [p[:16] for p in data.prompts(3)]
+    assert ms.data is data
+
+
+def test_get_batch():
+    text = data.heldout()
+    g = torch.Generator().manual_seed(0)
+    x, y = data.get_batch(text, 4, 32, g)
+    assert x.shape == y.shape == (4, 32)
+    assert torch.equal(x[:, 1:], y[:, :-1])  # next-byte targets
+    for row in range(4):  # every window is a real slice of the text
+        i = next(i for i in range(len(text) - 32) if torch.equal(text[i:i + 32], x[row]))
+        assert torch.equal(text[i + 1:i + 33], y[row])
+    again = data.get_batch(text, 4, 32, torch.Generator().manual_seed(0))
+    assert torch.equal(again[0], x)
+
+
+def test_bits_per_byte_known_answer(random_gpt):
+    """A model whose logits are all zero predicts every byte with probability 1/256: 8 bits per byte, at
+    every exit; a real model does better than that."""
+    m = random_gpt(vocab_size=256, n_layer=2, n_embd=16, block_size=32)
+    with torch.no_grad():
+        m.wte.weight.zero_()  # tied: the head's logits are 0
+    text = data.heldout()[:2000]
+    bpb = data.bits_per_byte(m, text, block_size=32, max_windows=4)
+    assert bpb == pytest.approx([8.0, 8.0], abs=1e-5)

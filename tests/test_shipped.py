@@ -1,0 +1,134 @@
+"""The shipped models and every shipped drafting method, by name (ms.load_drafter), on the real target.
+
+With each method: temperature 0 gives exactly generate's tokens (several prompts and gammas), and
+temperature 1 is lossless on the REAL pair: the joint law of the first two new tokens, computed from
+the shipped target alone (log-softmax, every pair enumerated), against the counts of seeded runs
+through speculative_generate (chi-square, small cells pooled). A lossy rule on the same pair is caught.
+Also: a float64 target decodes with every method, and the demo (python -m minispec) runs.
+"""
+import copy
+
+import pytest
+import torch
+
+import minispec as ms
+from minispec.model import WEIGHTS_DIR
+from minispec.verify import typical_accept
+
+METHODS = ["draft", "draft_distilled", "lookup", "early_exit", "medusa", "hydra"]
+if (WEIGHTS_DIR / "eagle_head.pt").exists():
+    METHODS.append("eagle")
+PROMPTS = [ms.encode("def fib(n):"), ms.encode("self.a = a\n        self.")] + ms.data.prompts(2, length=64)
+
+
+@pytest.fixture(scope="module")
+def references(shipped):
+    return {tuple(p): ms.generate(shipped, p, 32).tokens for p in PROMPTS}
+
+
+@pytest.mark.parametrize("name", ["target", "draft", "draft_distilled"])
+def test_shipped_models_load(name):
+    m = ms.load_model(name)
+    assert not m.training and m.config.vocab_size == 256 and m.config.block_size == 256
+    assert all(p.dtype == torch.float32 and p.device.type == "cpu" for p in m.parameters())
+    with torch.no_grad():
+        assert m(torch.tensor([ms.encode("def ")])).shape == (1, 4, 256)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_greedy_equals_generate(shipped, references, name):
+    drafter, kept = ms.load_drafter(name, shipped), 0
+    assert isinstance(drafter, ms.Drafter)
+    for prompt in PROMPTS:
+        for gamma in (1, 4, 8):
+            res = ms.speculative_generate(shipped, drafter, prompt, 32, gamma=gamma)
+            assert res.tokens == references[tuple(prompt)], (prompt, gamma)
+            kept += sum(s.accepted for s in res.steps)
+    assert kept > 0  # (the method drafted tokens the target kept)
+
+
+PROMPT = ms.encode("self.a = self.")  # spread next-byte laws, and prompt lookup has a match ("a")
+N_RUNS = 500
+
+
+@pytest.fixture(scope="module")
+def two_token_law(shipped):
+    """P(x1, x2 | PROMPT) at temperature 1, from the shipped target alone: (256, 256), float64."""
+    with torch.no_grad():
+        lp1 = torch.log_softmax(shipped(torch.tensor([PROMPT]))[0, -1].double(), -1)  # (V,)
+        lp2 = torch.log_softmax(shipped(torch.tensor([PROMPT + [x] for x in range(256)]))[:, -1].double(), -1)  # (V, V)
+    return (lp1[:, None] + lp2).exp()
+
+
+def two_token_counts(target, drafter, n, **kw):
+    """Counts of the first two new tokens of n seeded runs (3 new tokens: the first round drafts, too)."""
+    counts = torch.zeros(256, 256)
+    for seed in range(n):
+        x1, x2, _ = ms.speculative_generate(target, drafter, PROMPT, 3, gamma=4, temperature=1.0, seed=seed, **kw).tokens
+        counts[x1, x2] += 1
+    return counts
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_sampling_is_lossless_on_the_real_pair(shipped, two_token_law, chi2_pvalue, name):
+    counts = two_token_counts(shipped, ms.load_drafter(name, shipped), N_RUNS)
+    assert chi2_pvalue(counts, two_token_law) > 1e-3
+
+
+def threshold_rule(candidates, q, p, generator=None, tau=0.05):
+    """LOSSY (the survey's threshold rule): keep a drafted token the target gives at least tau, else sample p."""
+    return candidates[0] if p[candidates[0]] >= tau else ms.sample(p, generator)
+
+
+@pytest.mark.parametrize("name, rule", [("draft", threshold_rule), ("hydra", typical_accept)],
+                         ids=["draft, threshold rule", "hydra, typical acceptance"])
+def test_a_lossy_rule_is_caught_on_the_real_pair(shipped, two_token_law, chi2_pvalue, name, rule):
+    counts = two_token_counts(shipped, ms.load_drafter(name, shipped), 300, rule=rule)
+    assert chi2_pvalue(counts, two_token_law) < 1e-6
+
+
+@pytest.fixture(scope="module")
+def shipped64(shipped):
+    return copy.deepcopy(shipped).double()
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_a_float64_target_decodes_with_every_method(shipped64, references, name):
+    """model.double() then speculative_generate: the cache and every tensor the loop (and the drafter) makes
+    follow the target's dtype. float64 greedy output equals float64 generate (and here float32's too)."""
+    prompt = PROMPTS[1]
+    ref = ms.generate(shipped64, prompt, 32).tokens
+    assert ref == references[tuple(prompt)]
+    res = ms.speculative_generate(shipped64, ms.load_drafter(name, shipped64), prompt, 32, gamma=4)
+    assert res.tokens == ref
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("name", METHODS)
+def test_a_target_on_the_gpu_decodes_with_every_method(shipped64, references, name):
+    """model.to("cuda"): the cache, the masks and every tensor the loop and the drafters make follow the
+    weights' device (float64 on both sides, so that the GPU's rounding cannot swap near-ties)."""
+    gpu, prompt = copy.deepcopy(shipped64).to("cuda"), PROMPTS[1]
+    ref = ms.generate(shipped64, prompt, 32).tokens
+    assert ms.generate(gpu, prompt, 32).tokens == ref
+    assert ms.speculative_generate(gpu, ms.load_drafter(name, gpu), prompt, 32, gamma=4).tokens == ref
+    assert ms.speculative_generate(gpu, ms.load_drafter(name, gpu), prompt, 8, gamma=4, temperature=1.0).tokens
+
+
+def test_distilled_draft_agrees_more(shipped, script):
+    """The distilled draft has the draft's shape and agrees with the target more often on held-out text
+    (greedy top-1 agreement and 1 - TV, the acceptance proxies)."""
+    agreement = script("train").agreement
+    draft, distilled = ms.load_model("draft"), ms.load_model("draft_distilled")
+    assert vars(distilled.config) == vars(draft.config)
+    held = ms.data.heldout()[:16 * 128 + 1]
+    plain, better = agreement(shipped, draft, held, windows=16), agreement(shipped, distilled, held, windows=16)
+    assert better[0] > plain[0] and better[1] > plain[1]
+
+
+def test_the_demo_runs(capsys):
+    from minispec.__main__ import main
+    main(["def fib(n):", "--drafter", "hydra", "--temperature", "0", "--max-new-tokens", "12", "--gamma", "3"])
+    out = capsys.readouterr().out
+    assert out.startswith("def fib(n):") and "autoregressive" in out and "hydra" in out
+    assert "identical to autoregressive greedy output: True" in out
