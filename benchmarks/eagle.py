@@ -5,8 +5,8 @@
 For each temperature, every method decodes each prompt right after plain autoregressive decoding of
 the same prompt (paired, in this process); the speedup is the median of these ratios, with their
 spread. Methods at equal gamma (drafted tokens the target scores per call): Hydra heads on the
-static tree fitted to their held-out accuracies (the best Hydra configuration of
-benchmarks/self_speculation.py) and EAGLE with EAGLE-2 dynamic trees; then the best combination
+static tree picked from their held-out accuracies (medusa_tree, HeadDrafter's default) and EAGLE, as a
+chain (its default) and with EAGLE-2 dynamic trees; then the best combination
 before EAGLE (prompt lookup where the context repeats, else the distilled draft stopped at its first
 unsure token) side by side with lookup, else EAGLE. At temperature 0 every output is checked
 against greedy decoding. Writes nothing: copy the output into figures/eagle.md.
@@ -16,9 +16,16 @@ import statistics
 
 import torch
 
+import sys
+from pathlib import Path
+
 import minispec as ms
 from minispec.data import prompts as held_prompts
 from minispec.eagle import EagleDrafter, load_eagle
+from minispec.selfspec import medusa_tree
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from train_heads import head_accuracy  # noqa: E402
 
 
 def measure(target, name, drafter, gamma, prompts, n, temperature):
@@ -42,31 +49,40 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=100)
     ap.add_argument("--gammas", type=int, nargs="+", default=[4, 6, 8])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--branching", type=int, nargs="+", default=[4] * 5, help="EAGLE-2 children per depth")
+    ap.add_argument("--branching", type=int, nargs="+", default=[4] * 8, help="EAGLE-2 children per depth")
     ap.add_argument("--width", type=int, default=4, help="EAGLE-2 nodes expanded per depth")
+    ap.add_argument("--score-temperature", type=float, default=0.5, help="EAGLE-2 node scores: softmax(logits / t)")
     args = ap.parse_args(argv)
     target = ms.load_model("target")
     hydra, head = ms.load_heads(target, "hydra"), load_eagle(target)
     distilled, prompts, n = ms.load_model("draft_distilled"), held_prompts(args.prompts), args.max_new_tokens
-    eagle = EagleDrafter(head, tuple(args.branching), args.width)
+    eagle, tree = EagleDrafter(head), EagleDrafter(head, tuple(args.branching), args.width, args.score_temperature)
     print(f"{len(prompts)} held-out prompts, {n} new tokens, torch threads {torch.get_num_threads()}; EAGLE held-out "
           "top-1 accuracy by depth " + " / ".join(f"{a:.3f}" for a in head.accuracy or []))
+    others = [ids + ms.generate(target, ids, n).tokens for ids in held_prompts(10, offset=args.prompts)]
+    greedy_acc = head_accuracy(target, hydra, others)  # Hydra's accuracies along greedy runs of 10 other prompts
     ms.generate(target, prompts[0], 16)  # warm up
     for temp in args.temperatures:
         print(f"\ntemperature {temp}\n| method | gamma | tokens/call | speedup (median, min-max) |\n|---|---|---|---|")
         rows = {}
         for g in args.gammas:
-            rows["hydra", g] = measure(target, "Hydra tree (medusa_tree of its accuracies)", ms.HeadDrafter(hydra), g,
-                                       prompts, n, temp)
-            rows["eagle", g] = measure(target, f"EAGLE-2 tree {tuple(args.branching)}, width {args.width}", eagle, g,
-                                       prompts, n, temp)
+            rows["hydra", g] = max(
+                measure(target, "Hydra tree (medusa_tree of its held-out accuracies)", ms.HeadDrafter(hydra), g,
+                        prompts, n, temp),
+                measure(target, "Hydra tree (fitted on greedy runs of 10 other prompts)", ms.HeadDrafter(
+                    hydra, medusa_tree(greedy_acc, g)), g, prompts, n, temp), key=lambda r: r["tokens_per_call"])
+            rows["eagle", g] = measure(target, "EAGLE chain (the default)", eagle, g, prompts, n, temp)
+            rows["tree", g] = measure(target, f"EAGLE-2 tree, top-{args.branching[0]} of {args.width} per depth, "
+                                      f"scores at t = {args.score_temperature}", tree, g, prompts, n, temp)
         best_before = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), ms.ModelDrafter(distilled, threshold=0.5), 8)
         with_eagle = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), eagle, 8)
         rows["before"] = measure(target, "lookup (n>=3, gamma=16) else distilled draft (gamma<=8, stop < 0.5)",
                                  best_before, 16, prompts, n, temp)
-        rows["with"] = measure(target, "lookup (n>=3, gamma=16) else EAGLE-2 (8 nodes)", with_eagle, 16, prompts, n, temp)
+        rows["with"] = measure(target, "lookup (n>=3, gamma=16) else EAGLE chain (gamma=8)", with_eagle, 16, prompts, n, temp)
         for g in args.gammas:
-            print(f"gamma {g}: EAGLE / Hydra tokens per call {rows['eagle', g]['tokens_per_call'] / rows['hydra', g]['tokens_per_call']:.2f}x")
+            print(f"gamma {g}: EAGLE chain / best Hydra tree tokens per call "
+                  f"{rows['eagle', g]['tokens_per_call'] / rows['hydra', g]['tokens_per_call']:.2f}x, EAGLE-2 tree / Hydra "
+                  f"{rows['tree', g]['tokens_per_call'] / rows['hydra', g]['tokens_per_call']:.2f}x")
         print(f"combination with EAGLE / before: {rows['with']['speedup'] / rows['before']['speedup']:.2f}x (median speedups)")
 
 
