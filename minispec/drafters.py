@@ -33,8 +33,9 @@ class Drafter:
     def reset(self, target, cache):
         """A new prompt begins: forget all state."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        """context: list[int] -> Tree of at most gamma nodes."""
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        """context: list[int] -> Tree of at most gamma nodes, none deeper than depth (None: any depth; the
+        loop passes the number of tokens still wanted, so a tree keeps gamma nodes to the end)."""
         raise NotImplementedError
 
     def score(self, target, cache, context, tree):
@@ -80,15 +81,15 @@ class ModelDrafter(Drafter):
         self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
         if self.cache is None:
             self.reset()
         if self.branching is not None:
-            return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p,
+            return grow_tree(self, context, gamma, self.branching[:depth], self.width, temperature, top_k, top_p,
                              generator, self.score_temperature)
         tokens, qs = [], []
         new = context[self.cache.length:]  # catch up on what the target committed since last time
-        for _ in range(gamma):
+        for _ in range(gamma if depth is None else min(gamma, depth)):
             logits = self.model(torch.tensor([new], device=self.model.wte.weight.device), self.cache)[0, -1]  # (V,)
             self.calls += 1
             tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))
@@ -131,8 +132,8 @@ class PromptLookupDrafter(Drafter):
                     return buf[len(context):]
         return []  # no match (or context shorter than min_n + 1): propose nothing
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        return Tree.chain(self.match(list(context), gamma))
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        return Tree.chain(self.match(list(context), gamma if depth is None else min(gamma, depth)))
 
 
 class FallbackDrafter(Drafter):
@@ -152,11 +153,11 @@ class FallbackDrafter(Drafter):
     def reset(self, target=None, cache=None):
         self.first.reset(target, cache), self.then.reset(target, cache)
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree, self.used = self.first.draft(context, gamma, temperature, top_k, top_p, generator), self.first
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        tree, self.used = self.first.draft(context, gamma, temperature, top_k, top_p, generator, depth), self.first
         if not tree.tokens:
-            self.used = self.then
-            tree = self.then.draft(context, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p, generator)
+            self.used, gamma = self.then, min(gamma, self.then_gamma or gamma)
+            tree = self.then.draft(context, gamma, temperature, top_k, top_p, generator, depth)
         return tree
 
     def score(self, target, cache, context, tree):  # the drafter that drafted may reuse its work (early exit)

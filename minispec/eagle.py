@@ -90,13 +90,14 @@ class EagleDrafter(Drafter):
         self.n_ctx, self.f = 0, {}  # head cache entries made of true features; node -> its predicted feature
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
         self.f = {}
         if gamma < 1 or not len(self.pending) and not self.n_ctx:
             return Tree()  # the last token, or nothing to read yet: no drafts
         if self.branching:
-            return grow_tree(self, context, gamma, self.branching, self.width, temperature, top_k, top_p, generator,
-                             self.score_temperature)
+            return grow_tree(self, context, gamma, self.branching[:depth], self.width, temperature, top_k, top_p,
+                             generator, self.score_temperature)
+        gamma = gamma if depth is None else min(gamma, depth)
         logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
         while True:  # a chain: each step reads the last predicted feature and the token drawn after it
             tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))

@@ -87,9 +87,10 @@ class CausalSelfAttention(nn.Module):
             cache.v[layer, :B, :, L:L + T] = v
             k, v = cache.k[layer, :B, :, :L + T], cache.v[layer, :B, :, :L + T]
         S = k.shape[2]
-        if mask is None and T > 1:  # plain causal attention: query i sees every key up to its own position
+        if mask is None and 1 < T < S:  # plain causal attention: query i sees every key up to its own position
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # mask: (T, S) bool, e.g. tree attention
+        causal = mask is None and T == S > 1  # no cache: the built-in causal mask
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # mask (T, S) bool: e.g. a tree
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
@@ -157,13 +158,16 @@ class GPT(nn.Module):
                              f"block_size={self.config.block_size}")
         return self.wte(idx) + self.wpe(pos)
 
-    def blocks(self, x, cache=None, layers=None, mask=None):
-        """Run blocks `layers` (default all) on x (B, T, C), which follow the cache's `length` entries."""
+    def blocks(self, x, cache=None, layers=None, mask=None, exits=None):
+        """Run blocks `layers` (default all) on x (B, T, C), which follow the cache's `length` entries;
+        append the logits after each block to `exits` if given (the early-exit training loss)."""
         if cache is not None and cache.length + x.shape[1] > cache.k.shape[3]:
             raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {cache.length + x.shape[1]} needed "
                              f"(block_size={self.config.block_size}; a bigger cache: new_cache(size=...))")
         for i in range(self.config.n_layer) if layers is None else layers:
             x = self.h[i](x, cache, i, mask)
+            if exits is not None:
+                exits.append(self.lm_head(self.ln_f(x)))
         return x
 
     def forward(self, idx, cache=None, pos=None, mask=None, n_layer=None, all_exits=False):
@@ -178,11 +182,8 @@ class GPT(nn.Module):
         start = cache.length if cache is not None else 0
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
-        x, exits = self.embed(idx, pos), []
-        for i in range(self.config.n_layer if n_layer is None else n_layer):
-            x = self.blocks(x, cache, [i], mask)
-            if all_exits:
-                exits.append(self.lm_head(self.ln_f(x)))
+        exits = [] if all_exits else None
+        x = self.blocks(self.embed(idx, pos), cache, range(self.config.n_layer if n_layer is None else n_layer), mask, exits)
         if cache is not None:
             cache.length = start + idx.shape[1]
         return exits if all_exits else self.lm_head(self.ln_f(x))  # (B, T, V)

@@ -1,13 +1,11 @@
-"""Self-speculation: the target drafts for itself, no second model (survey section 2.1.2). All are
-Drafters of the one loop:
+"""Self-speculation: the target drafts for itself, no second model (survey section 2.1.2); all are Drafters:
   * Early exit (LayerSkip, Elhoushi et al. 2024): blocks 1..k + the shared ln_f and head draft on the
     loop's ONE KV cache, and verification runs only blocks k+1..N: nothing is computed twice.
   * Medusa heads (Cai et al. 2024) and Hydra's sequential heads (Ankner et al. 2024) guess the tokens
     after the next one from the hidden state the verification pass computed at the last kept node.
   * Jacobi / lookahead decoding (Santilli et al. 2023; Fu et al. 2024; not in the survey): the target's
     outputs on W guessed tokens are the next guess; lookahead adds n-grams pooled from that trajectory.
-Heads and lookahead guess deterministically (q None): verification draws x ~ p and steps into the
-child holding x, if any. Every token is a draw from p: lossless.
+Heads and lookahead guess deterministically (q None; verify.verify_tree says why that is lossless).
 """
 import torch
 import torch.nn as nn
@@ -58,9 +56,9 @@ class EarlyExitDrafter(Drafter):
         return self.h[-1]
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
         seq, qs = list(context), []
-        for _ in range(gamma):
+        for _ in range(gamma if depth is None else min(gamma, depth)):
             logits = self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1]))  # (V,)
             self.calls += 1
             seq.append(pick(logits, qs, temperature, top_k, top_p, generator))
@@ -182,10 +180,11 @@ class HeadDrafter(Drafter):
         self.h = None
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
         if self.h is None or gamma < 1:
             return Tree()
         ranks = self.tree or medusa_tree(self.heads.accuracy or [[1.0]] * len(self.heads.res), gamma)
+        ranks = [path[:depth] for path in ranks]
         R, last = 1 + max(max(r) for r in ranks), context[-1]
         self.calls += 1
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before
@@ -225,11 +224,11 @@ class Lookahead(Drafter):
     def reset(self, target, cache):
         self.guess, self.pool, self.hist, self.drafted = [], {}, [], False
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        self.W, self.drafted = min(self.window, gamma), True
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        self.W, self.drafted = min(self.window, gamma, gamma if depth is None else depth), True
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]
         grams = self.pool.get(context[-1], [])[-self.candidates:] if self.candidates else []
-        return Tree.from_paths([self.inputs[1:]] + [list(c) for c in grams], gamma)
+        return Tree.from_paths([self.inputs[1:]] + [list(c)[:depth] for c in grams], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
         if not self.drafted:  # another drafter (inside a FallbackDrafter) drafted this round

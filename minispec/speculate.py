@@ -140,8 +140,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     policy.reset()
     context, steps, calls0, t0 = list(ids), [], drafter.calls, time.perf_counter()
     while len(context) - len(ids) < max_new_tokens and eos_token not in context[len(ids):]:
-        k = min(policy.gamma, max_new_tokens - (len(context) - len(ids)) - 1)  # a round adds <= k + 1 tokens
-        tree = drafter.draft(context, k, temperature, top_k, top_p, g)  # k = 0: the last token, no drafts
+        depth = max_new_tokens - (len(context) - len(ids)) - 1  # a round adds at most depth + 1 tokens
+        tree = drafter.draft(context, policy.gamma if depth else 0, temperature, top_k, top_p, g, depth)
         hidden, logits = drafter.score(target, cache, context, tree)  # the one target call: (T, C), (T, V)
         p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V): root, nodes
         path, token = verify_tree(tree, p, temperature, g, rule)

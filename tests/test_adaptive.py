@@ -94,8 +94,8 @@ class GreedyWithSoftQ(ms.ModelDrafter):
     """The classic bug: the token is the draft's argmax, but q reported is its softmax."""
 
     @torch.no_grad()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tokens = super().draft(context, gamma, 0.0).tokens
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        tokens = super().draft(context, gamma, 0.0, depth=depth).tokens
         logits = self.model(torch.tensor([list(context) + tokens]))[0, len(context) - 1:-1]
         return ms.Tree.chain(tokens, list(ms.probs(logits, temperature)))
 

@@ -201,8 +201,8 @@ class GreedyTreeSoftQ(ModelDrafter):
     """BUGGY on purpose: a tree of the draft's top-k children (temperature 0), presented as iid draws from q."""
 
     @torch.no_grad()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree = super().draft(context, gamma, 0.0)
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        tree = super().draft(context, gamma, 0.0, depth=depth)
         for node in tree.cands:
             seq = list(context) + path_tokens(tree, node)
             tree.q[node] = ms.probs(self.model(torch.tensor([seq]))[0, -1], temperature)
@@ -216,6 +216,6 @@ def test_sampling_chi_square_and_negative_control(tiny_pair, target_law, chi2_pv
     drafter, lossy = make(draft), isinstance(make(draft), GreedyTreeSoftQ)
     counts = torch.zeros(3, 3, 3)
     for seed in range(400):
-        counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, temperature=1.0, seed=seed).tokens)] += 1
+        counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=4, temperature=1.0, seed=seed).tokens)] += 1
     pvalue = chi2_pvalue(counts, target_law(target, PROMPT, 3))
     assert pvalue < 1e-6 if lossy else pvalue > 1e-3

@@ -191,9 +191,9 @@ def test_head_drafter_reads_the_hidden_state_before_the_targets_token(random_gpt
     seen = []
 
     class Spy(HeadDrafter):
-        def draft(self, context, gamma, *args):
+        def draft(self, context, gamma, *args, **kw):
             seen.append((list(context), None if self.h is None else self.h.clone()))
-            return super().draft(context, gamma, *args)
+            return super().draft(context, gamma, *args, **kw)
 
     ms.speculative_generate(m, Spy(make_heads(m, 2, std=0.5), [(0,), (1,), (0, 0)]), [3, 1, 4, 1], 20, gamma=3)
     assert seen[0][1] is None and len(seen) > 2

@@ -65,8 +65,8 @@ def test_greedy_with_perfect_and_useless_drafts(byte_pair, greedy_refs, random_g
 class RepeatLast(ms.Drafter):
     """A stateless deterministic drafter (like prompt lookup): guess the last token again, gamma times."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        return ms.Tree.chain([context[-1]] * gamma)  # q None: deterministic guesses
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        return ms.Tree.chain([context[-1]] * min(gamma, depth))  # q None: deterministic guesses
 
 
 def test_greedy_with_a_drafter_object(byte_pair, greedy_refs):
@@ -199,16 +199,16 @@ def threshold_accept(candidates, q, p, generator=None, tau=0.3):
 class GreedyDraftSoftQ(ms.ModelDrafter):
     """Draft token = argmax q, but the q reported is the soft distribution."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree = super().draft(context, gamma, 0.0, top_k, top_p, generator)
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        tree = super().draft(context, gamma, 0.0, top_k, top_p, generator, depth)
         return soft_q(self.model, context, tree, temperature)
 
 
 class FilteredDraftRawQ(ms.ModelDrafter):
     """Draft token drawn from the top-k/top-p filtered q, but the q reported is the unfiltered one."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree = super().draft(context, gamma, temperature, top_k, top_p, generator)
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+        tree = super().draft(context, gamma, temperature, top_k, top_p, generator, depth)
         return soft_q(self.model, context, tree, temperature)
 
 
