@@ -13,7 +13,6 @@ Writes figures/bench.md and figures/speedup.png.
 """
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch

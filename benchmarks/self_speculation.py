@@ -79,7 +79,7 @@ def main(argv=None):
     if (WEIGHTS_DIR / "eagle_head.pt").exists():
         from minispec.eagle import EagleDrafter, load_eagle
         head = load_eagle(target)
-        methods |= {f"EAGLE chain": (EagleDrafter(head, (1,) * 6), 6)}
+        methods |= {"EAGLE chain": (EagleDrafter(head), 6)}
         methods |= {f"EAGLE-2 tree, top-{k} of {w} per depth, {d} deep, {g} nodes": (EagleDrafter(head, (k,) * d, w), g)
                     for k, w, d, g in ((4, 4, 5, 8), (4, 4, 6, 12), (2, 2, 6, 8), (4, 4, 8, 16))}
     methods |= {"Jacobi W=4": (Lookahead(target, 4, candidates=0), 4), "lookahead W=4 N=3 G=3": (Lookahead(target), 10),
