@@ -81,8 +81,7 @@ class EarlyExitDrafter(Drafter):
         self.shallow = self.deep = len(context) + len(path)  # the loop cropped the cache there
 
 
-def hidden_states(model, idx):
-    """idx (B, T) -> the last hidden states ln_f(h_N) (B, T, C), what lm_head and the heads read."""
+def hidden_states(model, idx):  # idx (B, T) -> ln_f(h_N) (B, T, C): what lm_head, the heads and EAGLE read
     return model.ln_f(model.blocks(model.embed(idx, torch.arange(idx.shape[1], device=idx.device))))
 
 
@@ -164,12 +163,10 @@ def medusa_tree(accuracy, size=8):
 
 
 class HeadDrafter(Drafter):
-    """Medusa / Hydra heads' ranked guesses on a static tree: rank paths like [(0,), (1,), (0, 0)]; by
-    default the gamma paths of medusa_tree(heads.accuracy). The first round has no hidden state yet
-    and drafts nothing. Example: speculative_generate(target, HeadDrafter(load_heads(target, "hydra")), ids, gamma=6)
-    """
+    """Medusa / Hydra heads' ranked guesses on a static tree of rank paths like [(0,), (1,), (0, 0)] (default:
+    the gamma paths of medusa_tree(heads.accuracy)); the first round has no hidden state yet and drafts nothing."""
 
-    def __init__(self, heads, tree=None):
+    def __init__(self, heads, tree=None):  # e.g. HeadDrafter(load_heads(target, "hydra"))
         self.model, self.heads, self.tree, self.h = heads.target[0], heads, tree, None
         if tree is not None and (not tree or max(map(len, tree)) > len(heads.res)):
             raise ValueError(f"tree must be a non-empty list of rank paths no longer than n_heads={len(heads.res)}")
