@@ -15,7 +15,8 @@ import torch
 
 from .model import GPT, load_model
 from .sampling import probs, sample
-from .tree import Tree, grow_tree, score_tree
+from .batch import feed
+from .tree import Tree, grow_tree, score_tree, score_trees
 
 
 class Drafter:
@@ -25,10 +26,28 @@ class Drafter:
     score(...): the round's ONE target call (default: tree.score_tree; early exit reuses its drafting);
     accept(...): after verification, the kept path and what the verification pass computed
     (heads and EAGLE read its hidden states, lookahead its logits).
+    A batch of prompts: the loop calls the *_rows versions, one list entry per row. By default they
+    serve one row; a drafter that can serve many sets `batched` (and overrides what must be shared).
     """
 
     vocab_size = None  # a drafter with its own vocabulary says so: it must equal the target's
     calls = 0          # draft forward passes so far
+    batched = False    # draft_rows / score_rows / accept_rows take several rows
+
+    def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
+        """One Tree per row (depths[b]: tokens row b still wants, minus one; 0 drafts nothing)."""
+        return [self.draft(c, 0 if d == 0 else gamma, temperature, top_k, top_p, generator, d)
+                for c, d in zip(contexts, depths or [None] * len(contexts))]
+
+    def score_rows(self, target, cache, contexts, trees):  # -> per row: hidden (T_b, C), logits (T_b, V)
+        if len(contexts) > 1:
+            return score_trees(target, cache, contexts, trees)  # one target call for the whole batch
+        h, logits = self.score(target, cache, contexts[0], trees[0])
+        return [h], [logits]
+
+    def accept_rows(self, contexts, trees, paths, hidden, logits):
+        for row in zip(contexts, trees, paths, hidden, logits):
+            self.accept(*row)
 
     def reset(self, target, cache):
         """A new prompt begins: forget all state."""
@@ -77,8 +96,11 @@ class ModelDrafter(Drafter):
         self.branching, self.width, self.score_temperature = branching, width, score_temperature
         self.cache = None
 
+    batched = True  # chains only: a tree drafts one row at a time
+
     def reset(self, target=None, cache=None):  # twice block_size entries: room for a tree next to the context
-        self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
+        rows = 1 if cache is None else cache.k.shape[1]  # one row per row of the target's cache
+        self.cache = self.model.new_cache(rows, size=2 * self.model.config.block_size)
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
@@ -87,23 +109,40 @@ class ModelDrafter(Drafter):
         if self.branching is not None:
             return grow_tree(self, context, gamma, self.branching[:depth], self.width, temperature, top_k, top_p,
                              generator, self.score_temperature)
-        tokens, qs = [], []
-        new = context[self.cache.length:]  # catch up on what the target committed since last time
-        for _ in range(gamma if depth is None else min(gamma, depth)):
-            logits = self.model(torch.tensor([new], device=self.model.wte.weight.device), self.cache)[0, -1]  # (V,)
+        return self.chains([context], gamma, temperature, top_k, top_p, generator, [depth])[0]
+
+    def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
+        if len(contexts) == 1:  # through draft: one prompt is the plain case (and subclasses may override draft)
+            return super().draft_rows(contexts, gamma, temperature, top_k, top_p, generator, depths)
+        if self.branching is not None:
+            raise ValueError("a tree-drafting ModelDrafter drafts one prompt at a time (branching=None batches)")
+        return self.chains(contexts, gamma, temperature, top_k, top_p, generator, depths)
+
+    @torch.inference_mode()
+    def chains(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
+        """Every row's chain, one draft call per step for all rows still drafting (batch.feed)."""
+        n = [gamma if d is None else min(gamma, d) for d in depths or [None] * len(contexts)]  # tokens per row
+        tokens, qs = [[] for _ in contexts], [[] for _ in contexts]
+        new = [c[L:] if k else [] for c, L, k in zip(contexts, self.cache.lengths, n)]  # catch up on the context
+        while any(new):
+            logits = feed(self.model, self.cache, new)[1]  # (B, T, V)
             self.calls += 1
-            tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))
-            new = tokens[-1:]
-            if unsure(logits, self.threshold):
-                break  # the unsure token is still proposed: it may well be right
-        return Tree.chain(tokens, qs)  # the cache holds context + tokens[:-1]
+            for b, seq in enumerate(new):
+                if seq:
+                    tokens[b].append(pick(logits[b, len(seq) - 1], qs[b], temperature, top_k, top_p, generator))
+                    done = len(tokens[b]) == n[b] or unsure(logits[b, len(seq) - 1], self.threshold)
+                    new[b] = [] if done else tokens[b][-1:]  # the unsure token is still proposed: it may be right
+        return [Tree.chain(t, q) for t, q in zip(tokens, qs)]  # the cache holds context + tokens[:-1]
 
     def expand(self, context, fed, nodes):  # for grow_tree: the draft's logits after these nodes
         return score_tree(self.model, self.cache, context, fed, nodes)[1]
 
+    def accept_rows(self, contexts, trees, paths, hidden, logits):
+        kept = [len(p) if self.branching is None else 0 for p in paths]  # a tree's nodes are re-read along the path
+        self.cache.crop([min(len(c) + k, L) for c, k, L in zip(contexts, kept, self.cache.lengths)])
+
     def accept(self, context, tree, path, hidden, logits):
-        kept = len(path) if self.branching is None else 0  # a tree's nodes are re-read along the kept path
-        self.cache.crop(min(len(context) + kept, self.cache.length))
+        self.accept_rows([context], [tree], [path], [hidden], [logits])
 
 
 class PromptLookupDrafter(Drafter):
@@ -132,6 +171,8 @@ class PromptLookupDrafter(Drafter):
                     return buf[len(context):]
         return []  # no match (or context shorter than min_n + 1): propose nothing
 
+    batched = True  # no state: each row looks up its own context
+
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
         return Tree.chain(self.match(list(context), gamma if depth is None else min(gamma, depth)))
 
@@ -144,7 +185,7 @@ class FallbackDrafter(Drafter):
 
     def __init__(self, first, then, then_gamma=None):
         self.first, self.then, self.then_gamma = first, then, then_gamma
-        self.vocab_size = first.vocab_size or then.vocab_size
+        self.vocab_size, self.batched = first.vocab_size or then.vocab_size, first.batched and then.batched
 
     @property
     def calls(self):
@@ -154,17 +195,25 @@ class FallbackDrafter(Drafter):
         self.first.reset(target, cache), self.then.reset(target, cache)
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
-        tree, self.used = self.first.draft(context, gamma, temperature, top_k, top_p, generator, depth), self.first
-        if not tree.tokens:
-            self.used, gamma = self.then, min(gamma, self.then_gamma or gamma)
-            tree = self.then.draft(context, gamma, temperature, top_k, top_p, generator, depth)
-        return tree
+        return self.draft_rows([context], gamma, temperature, top_k, top_p, generator, [depth])[0]
+
+    def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
+        depths = depths or [None] * len(contexts)
+        trees = self.first.draft_rows(contexts, gamma, temperature, top_k, top_p, generator, depths)
+        self.used = [self.first if t.tokens else self.then for t in trees]
+        if self.then in self.used:  # the rows `first` left empty (the others draft nothing: depth 0)
+            rest = [d if u is self.then else 0 for d, u in zip(depths, self.used)]
+            more = self.then.draft_rows(contexts, min(gamma, self.then_gamma or gamma), temperature, top_k, top_p,
+                                        generator, rest)
+            trees = [m if u is self.then else t for t, m, u in zip(trees, more, self.used)]
+        return trees
 
     def score(self, target, cache, context, tree):  # the drafter that drafted may reuse its work (early exit)
-        return self.used.score(target, cache, context, tree)
+        return self.used[0].score(target, cache, context, tree)
 
-    def accept(self, context, tree, path, hidden, logits):  # both: feature readers (heads, EAGLE) keep up
-        self.first.accept(context, tree, path, hidden, logits), self.then.accept(context, tree, path, hidden, logits)
+    def accept_rows(self, contexts, trees, paths, hidden, logits):  # both: feature readers (heads, EAGLE) keep up
+        self.first.accept_rows(contexts, trees, paths, hidden, logits)
+        self.then.accept_rows(contexts, trees, paths, hidden, logits)
 
 
 def as_drafter(drafter, target):

@@ -43,31 +43,59 @@ def decode(ids):
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far.
+    """Keys and values of every layer for the tokens seen so far, row by row for a batch.
 
-    Storage is allocated once for `size` entries (default block_size); `length` says how many are
-    valid. Rolling back after a rejected draft is therefore free: `crop(n)` just sets `length = n`.
-    A token tree needs more entries than positions (siblings share a position): `keep` moves the
-    accepted branch's entries next to the context.
+    Storage is allocated once for `size` entries (default block_size); `lengths[b]` says how many
+    of row b's entries are valid. Rolling back after a rejected draft is therefore free: `crop(n)`
+    just sets the length. Entries past a row's length are never read: attention masks them out.
+    (Zeroing them instead is a classic batching bug: a zero key scores 0, so it still takes softmax
+    weight e^0 and dilutes the row's attention: a "phantom" key.) A token tree needs more entries
+    than positions (siblings share a position): `keep` moves the accepted branch next to the context.
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
         shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, config.n_embd // config.n_head)
         self.k, self.v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
-        self.length = 0
+        self.lengths = [0] * batch_size
+
+    @property
+    def length(self):  # batch 1: the number of entries; with a batch, the longest row's
+        return max(self.lengths)
+
+    @length.setter
+    def length(self, n):
+        self.lengths = [n] * len(self.lengths)
 
     def crop(self, n):
-        """Forget everything after the first n entries."""
-        if not 0 <= n <= self.length:
-            raise ValueError(f"cannot crop a cache of length {self.length} to {n}")
-        self.length = n
+        """Forget everything after the first n entries (an int, or one per row)."""
+        n = [n] * len(self.lengths) if isinstance(n, int) else list(n)
+        if len(n) != len(self.lengths) or not all(0 <= m <= L for m, L in zip(n, self.lengths)):
+            raise ValueError(f"cannot crop a cache of lengths {self.lengths} to {n}")
+        self.lengths = n
 
     def keep(self, start, nodes):
-        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ..."""
-        idx = start + torch.tensor(nodes, dtype=torch.long, device=self.k.device)
-        self.k[:, :, :, start:start + len(nodes)] = self.k[:, :, :, idx]  # (n_layer, B, H, n, hs)
-        self.v[:, :, :, start:start + len(nodes)] = self.v[:, :, :, idx]
-        self.crop(start + len(nodes))
+        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ...
+        A batch: one start and one list of nodes per row."""
+        starts, paths = ([start], [nodes]) if isinstance(start, int) else (start, nodes)
+        for b, (s, path) in enumerate(zip(starts, paths)):
+            idx = s + torch.tensor(path, dtype=torch.long, device=self.k.device)
+            self.k[:, b, :, s:s + len(path)] = self.k[:, b, :, idx]  # (n_layer, H, n, hs)
+            self.v[:, b, :, s:s + len(path)] = self.v[:, b, :, idx]
+        self.crop([s + len(path) for s, path in zip(starts, paths)])
+
+    def write(self, layer, k, v):
+        """Store new keys/values (B, H, T, hs) after each row's own entries; return every row's keys and
+        values up to the longest row (B, H, S, hs). Row b's new entries sit at lengths[b], ..."""
+        B, T = k.shape[0], k.shape[2]
+        if len(set(self.lengths[:B])) == 1:  # all rows equally long: one slice
+            L = self.lengths[0]
+            self.k[layer, :B, :, L:L + T], self.v[layer, :B, :, L:L + T] = k, v
+        else:
+            cols = torch.tensor(self.lengths[:B], device=k.device)[:, None] + torch.arange(T, device=k.device)
+            rows = torch.arange(B, device=k.device)[:, None]  # (B, 1) with cols (B, T): row b, entry lengths[b] + t
+            self.k[layer][rows, :, cols], self.v[layer][rows, :, cols] = k.transpose(1, 2), v.transpose(1, 2)
+        S = max(self.lengths[:B]) + T
+        return self.k[layer, :B, :, :S], self.v[layer, :B, :, :S]
 
 
 class CausalSelfAttention(nn.Module):
@@ -82,14 +110,13 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hs)
         if cache is not None:  # write the new keys/values after the cached ones, attend to all
-            L = cache.length
-            cache.k[layer, :B, :, L:L + T] = k
-            cache.v[layer, :B, :, L:L + T] = v
-            k, v = cache.k[layer, :B, :, :L + T], cache.v[layer, :B, :, :L + T]
+            k, v = cache.write(layer, k, v)
         S = k.shape[2]
         if mask is None and 1 < T < S:  # plain causal attention: query i sees every key up to its own position
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
         causal = mask is None and T == S > 1  # no cache: the built-in causal mask
+        if mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over the heads
+            mask = mask[:, None]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # mask (T, S) bool: e.g. a tree
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
@@ -152,14 +179,14 @@ class GPT(nn.Module):
         return KVCache(self.config, batch_size, size, w.device, w.dtype)
 
     def embed(self, idx, pos):
-        """Token ids (B, T) at positions (T,) -> the first hidden states h_0 (B, T, C)."""
-        if len(pos) and int(pos.max()) >= self.config.block_size:
+        """Token ids (B, T) at positions (T,) or (B, T) -> the first hidden states h_0 (B, T, C)."""
+        if pos.numel() and int(pos.max()) >= self.config.block_size:
             raise ValueError(f"position {int(pos.max())} (a sequence of {int(pos.max()) + 1} tokens) exceeds "
                              f"block_size={self.config.block_size}")
         return self.wte(idx) + self.wpe(pos)
 
     def blocks(self, x, cache=None, layers=None, mask=None, exits=None):
-        """Run blocks `layers` (default all) on x (B, T, C), which follow the cache's `length` entries;
+        """Run blocks `layers` (default all) on x (B, T, C), which follow each row's cached entries;
         append the logits after each block to `exits` if given (the early-exit training loss)."""
         if cache is not None and cache.length + x.shape[1] > cache.k.shape[3]:
             raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {cache.length + x.shape[1]} needed "
@@ -173,19 +200,22 @@ class GPT(nn.Module):
     def forward(self, idx, cache=None, pos=None, mask=None, n_layer=None, all_exits=False):
         """idx (B, T) token ids -> logits (B, T, V).
 
-        cache:   a KVCache; the new tokens follow its `length` cached ones, and it is extended.
+        cache:   a KVCache; the new tokens follow its `length` cached ones, and it is extended. Rows of
+                 different lengths (or different numbers of new tokens): batch.feed.
         pos, mask: explicit position ids (T,) and a (T, length + T) boolean attention mask, for
                  scoring a token tree in one pass. Default: consecutive positions, causal mask.
         n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit).
         all_exits: return a list with the logits after every block (the early-exit training loss).
         """
         start = cache.length if cache is not None else 0
+        if cache is not None and len(set(cache.lengths)) > 1 and (pos is None or mask is None):
+            raise ValueError(f"the cache's rows have different lengths {cache.lengths}: use minispec.batch.feed")
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         exits = [] if all_exits else None
         x = self.blocks(self.embed(idx, pos), cache, range(self.config.n_layer if n_layer is None else n_layer), mask, exits)
         if cache is not None:
-            cache.length = start + idx.shape[1]
+            cache.lengths = [L + idx.shape[1] for L in cache.lengths]
         return exits if all_exits else self.lm_head(self.ln_f(x))  # (B, T, V)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from .adaptive import as_policy
+from .batch import feed
 from .drafters import as_drafter
 from .sampling import check_sampling_args, probs, sample
 from .tree import Tree
@@ -101,22 +102,34 @@ def _finish(ids, context, steps, max_new_tokens, eos_token, t0, draft_calls=0):
     return Result(tokens, steps, Stats(len(tokens) / calls, kept, calls, draft_calls, drafted, wall, len(tokens) / wall))
 
 
+def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
+    """A batch (a list of prompts) -> (the checked prompts, True); one prompt -> ([it], False)."""
+    batch = isinstance(ids, (list, tuple)) and len(ids) > 0 and not isinstance(ids[0], int)
+    batch = batch or (torch.is_tensor(ids) and ids.dim() == 2 and len(ids) > 1)
+    prompts = list(ids) if batch else [ids]
+    return [prepare(model, p, max_new_tokens, temperature, top_k, top_p, crop_prompt) for p in prompts], batch
+
+
 @torch.inference_mode()
 def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None, seed=0,
              eos_token=None, crop_prompt=False):
-    """Plain autoregressive decoding with a KV cache: one target call per token.
+    """Plain autoregressive decoding with a KV cache: one target call per token (per batch of rows).
 
+    ids: a prompt, or a list of prompts of any lengths (a batch: a list of Results comes back).
     Example: generate(load_model("target"), encode("def "), 16).tokens
     """
-    ids = prepare(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
-    g, dev = torch.Generator().manual_seed(seed), model.wte.weight.device
-    cache, t0, context = model.new_cache(), time.perf_counter(), list(ids)
-    new = ids
-    while len(context) - len(ids) < max_new_tokens and eos_token not in context[len(ids):]:
-        p = probs(model(torch.tensor([new], device=dev), cache)[0, -1], temperature, top_k, top_p).cpu()  # (V,)
-        context.append(sample(p, g) if temperature > 0 else int(p.argmax()))
-        new = context[-1:]
-    return _finish(ids, context, [], max_new_tokens, eos_token, t0)
+    prompts, batch = rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
+    g, cache, t0 = torch.Generator().manual_seed(seed), model.new_cache(len(prompts)), time.perf_counter()
+    contexts = [list(p) for p in prompts]
+    wanted = lambda b: eos_token not in contexts[b][len(prompts[b]):] and len(contexts[b]) - len(prompts[b]) < max_new_tokens
+    while any(map(wanted, range(len(prompts)))):
+        new = [c[L:] for c, L in zip(contexts, cache.lengths)]  # a finished row feeds its last token, then nothing
+        logits = feed(model, cache, new)[1]  # (B, T, V): one target call for every row
+        for b in filter(wanted, range(len(prompts))):
+            p = probs(logits[b, len(new[b]) - 1], temperature, top_k, top_p).cpu()  # (V,)
+            contexts[b].append(sample(p, g) if temperature > 0 else int(p.argmax()))
+    out = [_finish(p, c, [], max_new_tokens, eos_token, t0) for p, c in zip(prompts, contexts)]
+    return out if batch else out[0]
 
 
 @torch.inference_mode()
@@ -125,6 +138,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     """Speculative decoding: `drafter` (a GPT, or any Drafter, e.g. load_drafter("hydra", target)) drafts,
     `target` verifies. The one loop for every method.
 
+    ids: a prompt, or a list of prompts of any lengths (a batch: a list of Results, one per prompt).
+        Each row keeps its own number of drafts and its cache rolls back to its own length (batch.py).
     gamma: drafted tokens the target scores per call (chain length, or tree nodes); an int, or a
         draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     temperature 0: output identical to generate(target, ...). temperature > 0: lossless, distributed
@@ -133,21 +148,30 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     near-tie between two argmaxes could break the other way: the exactness tests also run in float64.
     """
     policy, drafter = as_policy(gamma), as_drafter(drafter, target)  # an int gamma < 1 raises ValueError
-    ids = prepare(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
-    g = torch.Generator().manual_seed(seed)
-    cache = target.new_cache(size=2 * target.config.block_size)  # room for a tree after the context
+    prompts, batch = rows(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
+    if len(prompts) > 1 and not drafter.batched:
+        raise ValueError(f"{type(drafter).__name__} drafts one prompt at a time: decode a batch with a GPT "
+                         "drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two")
+    g, B = torch.Generator().manual_seed(seed), len(prompts)
+    cache = target.new_cache(B, size=2 * target.config.block_size)  # room for a tree after the context
     drafter.reset(target, cache)
     policy.reset()
-    context, steps, calls0, t0 = list(ids), [], drafter.calls, time.perf_counter()
-    while len(context) - len(ids) < max_new_tokens and eos_token not in context[len(ids):]:
-        depth = max_new_tokens - (len(context) - len(ids)) - 1  # a round adds at most depth + 1 tokens
-        tree = drafter.draft(context, policy.gamma if depth else 0, temperature, top_k, top_p, g, depth)
-        hidden, logits = drafter.score(target, cache, context, tree)  # the one target call: (T, C), (T, V)
-        p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V): root, nodes
-        path, token = verify_tree(tree, p, temperature, g, rule)
-        cache.keep(len(context), path)  # the context and the kept path, in order
-        drafter.accept(context, tree, path, hidden, logits)
-        context += [tree.tokens[i] for i in path] + [token]
-        steps.append(Step(tree, path, token))
-        policy.update(steps[-1])
-    return _finish(ids, context, steps, max_new_tokens, eos_token, t0, drafter.calls - calls0)
+    contexts, steps, calls0, t0 = [list(p) for p in prompts], [[] for _ in prompts], drafter.calls, time.perf_counter()
+    left = lambda b: 0 if eos_token in contexts[b][len(prompts[b]):] else max_new_tokens - len(contexts[b]) + len(prompts[b])
+    while any(map(left, range(B))):
+        depths = [max(left(b) - 1, 0) for b in range(B)]  # a round adds at most depth + 1 tokens to a row
+        trees = drafter.draft_rows(contexts, policy.gamma, temperature, top_k, top_p, g, depths)
+        hidden, logits = drafter.score_rows(target, cache, contexts, trees)  # THE target call: per row (T_b, C), (T_b, V)
+        paths, tokens = [[] for _ in range(B)], [None] * B  # a finished row keeps nothing
+        for b in filter(left, range(B)):
+            p = probs(logits[b][-len(trees[b].tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V)
+            paths[b], tokens[b] = verify_tree(trees[b], p, temperature, g, rule)
+        cache.keep([len(c) for c in contexts], paths)  # each row: its context and its kept path, in order
+        drafter.accept_rows(contexts, trees, paths, hidden, logits)
+        for b in filter(lambda b: tokens[b] is not None, range(B)):
+            contexts[b] += [trees[b].tokens[i] for i in paths[b]] + [tokens[b]]
+            steps[b].append(Step(trees[b], paths[b], tokens[b]))
+            policy.update(steps[b][-1])
+    out = [_finish(p, c, s, max_new_tokens, eos_token, t0, drafter.calls - calls0)
+           for p, c, s in zip(prompts, contexts, steps)]
+    return out if batch else out[0]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .batch import feed
 from .sampling import probs
 
 
@@ -88,17 +89,25 @@ def tree_mask(parents, n_ctx, n_prefix=0, nodes=None):
     return torch.cat([top, bottom])  # (n_prefix + b - a, n_ctx + b)
 
 
+def score_trees(model, cache, contexts, trees, nodes=None):
+    """One forward over each row's uncached context and its tree's nodes a..b-1 (default all) -> per row,
+    the last hidden states ln_f(h_N) (T_b, C) and the logits (T_b, V) of every token it fed: the
+    uncached context, then the nodes (so the last 1 + b - a rows are the root and the nodes, if the
+    root was fed). Rows of different lengths share the pass (batch.feed)."""
+    seqs, pos, masks = [], [], []
+    for L, context, tree in zip(cache.lengths, contexts, trees):
+        prefix, (a, b), n = context[L:], nodes or (0, len(tree.tokens)), len(context)
+        seqs.append(prefix + tree.tokens[a:b])
+        pos.append(torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]))  # depth d: n - 1 + d
+        masks.append(tree_mask(tree.parents, n, len(prefix), (a, b)))
+    h, logits = feed(model, cache, seqs, pos, masks)
+    return [h[b, :len(s)] for b, s in enumerate(seqs)], [logits[b, :len(s)] for b, s in enumerate(seqs)]
+
+
 def score_tree(model, cache, context, tree, nodes=None):
-    """One forward over the uncached context and nodes a..b-1 (default all) -> the last hidden states
-    ln_f(h_N) (T, C) and the logits (T, V) of every token fed: the uncached context, then the nodes
-    (so the last 1 + b - a rows are the root and the nodes, if the root was fed)."""
-    prefix, (a, b), n = context[cache.length:], nodes or (0, len(tree.tokens)), len(context)
-    dev = model.wte.weight.device
-    pos = torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]).to(dev)  # depth d: n - 1 + d
-    x = model.embed(torch.tensor([prefix + tree.tokens[a:b]], device=dev), pos)  # (1, T, C)
-    h = model.ln_f(model.blocks(x, cache, mask=tree_mask(tree.parents, n, len(prefix), (a, b)).to(dev)))[0]
-    cache.length += x.shape[1]
-    return h, model.lm_head(h)
+    """score_trees for one row: (T, C), (T, V)."""
+    (h,), (logits,) = score_trees(model, cache, [context], [tree], nodes)
+    return h, logits
 
 
 @torch.inference_mode()
