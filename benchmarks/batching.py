@@ -1,0 +1,123 @@
+"""Batched speculative decoding: throughput at batch 1-16, and where speculation stops paying.
+
+    python benchmarks/batching.py [--prompts 32] [--max-new-tokens 64] [--batches 1 2 4 8 16] [--gammas 2 4]
+                                  [--repeats 3] [--plot figures/batching.png]
+
+The same held-out prompts (of different lengths) are decoded at every batch size B, in groups of B.
+Each group is decoded autoregressively (generate) and speculatively (the shipped draft, a chain of
+gamma tokens), each timed as the best of --repeats runs (interference only adds time), the two taking
+turns; the speedup of a group is the ratio of the two times (paired), reported as the median over the
+groups with its spread. At temperature 0 every row is checked against the AR output.
+
+The theory's account (notebook 03 with costs measured at batch B): a round costs gamma draft calls
+c_B and one target call on gamma + 1 tokens per row, v_B (both relative to a target call on one token
+per row), and yields the batch's tokens per call, which the slowest row sets (the batch runs until
+every row is done). Predicted speedup = tokens per call / (gamma c_B + v_B). At batch 1 verification
+is nearly free; as B grows each call becomes compute-bound, v_B climbs towards gamma + 1, and the
+crossover is the first batch size whose measured median speedup falls below 1.
+Writes nothing but the plot: copy the output into figures/batching.md.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import minispec as ms
+
+
+def best_time(fn, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+@torch.inference_mode()
+def call_cost(model, B, k, context=96, reps=15):
+    """Median seconds of one cached call on k new tokens for each of B rows after `context` tokens."""
+    cache, times = model.new_cache(B), []
+    model(torch.zeros(B, context, dtype=torch.long), cache)
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        model(torch.zeros(B, k, dtype=torch.long), cache)
+        times.append(time.perf_counter() - t0)
+        cache.crop(context)
+    return statistics.median(times)
+
+
+def measure(target, draft, prompts, B, gamma, n, repeats):
+    groups = [prompts[i:i + B] for i in range(0, len(prompts), B)]
+    one = lambda out: out if B > 1 else [out]  # batch 1 as a single prompt: the unbatched call
+    ratios, t_ar, t_sp, calls = [], 0.0, 0.0, []
+    for group in groups:
+        ids = group if B > 1 else group[0]
+        ta, ar = best_time(lambda: one(ms.generate(target, ids, n)), repeats)
+        ts, sp = best_time(lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma)), repeats)
+        assert [r.tokens for r in sp] == [r.tokens for r in ar], "a row differs from autoregressive decoding"
+        ratios.append(ta / ts)
+        t_ar, t_sp = t_ar + ta, t_sp + ts
+        calls.append(max(r.stats.target_calls for r in sp))  # the batch's target calls: its slowest row's
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return dict(ar_tps=len(prompts) * n / t_ar, sp_tps=len(prompts) * n / t_sp, speedup=statistics.median(ratios),
+                lo=min(ratios), q1=q[0], q3=q[2], hi=max(ratios), groups=len(groups),
+                tokens_per_call=n / statistics.mean(calls))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=32, help="at most 32")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--plot", default=None, help="save a figure of the speedups here")
+    args = ap.parse_args(argv)
+    target, draft, n = ms.load_model("target"), ms.load_model("draft"), args.max_new_tokens
+    halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]  # 32 distinct pieces
+    prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]  # 32..128 tokens
+    print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {n} new "
+          f"tokens each, temperature 0 (greedy text of these tiny models soon repeats itself, which flatters "
+          f"speculation at every batch size alike); torch threads {torch.get_num_threads()}")
+    ms.generate(target, prompts[0], 8)  # warm up
+    results = {}
+    for gamma in args.gammas:
+        print(f"\ngamma {gamma}\n| batch | AR tokens/s | speculative tokens/s | speedup (median; quartiles; min-max) "
+              f"| groups | tokens/call | v_B | c_B | predicted |\n|---|---|---|---|---|---|---|---|---|")
+        for B in args.batches:
+            r = measure(target, draft, prompts, B, gamma, n, args.repeats)
+            t1 = call_cost(target, B, 1)
+            r["v"], r["c"] = call_cost(target, B, gamma + 1) / t1, call_cost(draft, B, 1) / t1
+            r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
+            results[gamma, B] = r
+            print(f"| {B} | {r['ar_tps']:.0f} | {r['sp_tps']:.0f} | {r['speedup']:.2f}x; {r['q1']:.2f}-{r['q3']:.2f}; "
+                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['groups']} | {r['tokens_per_call']:.2f} | {r['v']:.2f} | "
+                  f"{r['c']:.3f} | {r['predicted']:.2f}x |", flush=True)
+        slower = [B for B in args.batches if results[gamma, B]["speedup"] < 1]
+        print(f"crossover (gamma {gamma}): " + (f"speculation stops paying at batch {slower[0]}" if slower else
+                                               f"none up to batch {max(args.batches)}"))
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
+        for gamma in args.gammas:
+            rs = [results[gamma, B] for B in args.batches]
+            axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-", label=f"measured, gamma {gamma}")
+            axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs], alpha=0.2)
+            axes[0].plot(args.batches, [r["predicted"] for r in rs], "s:", label=f"predicted, gamma {gamma}")
+            axes[1].plot(args.batches, [r["v"] for r in rs], "o-", label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
+        axes[0].axhline(1, color="gray", lw=0.8)
+        axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR", title="speculative / autoregressive")
+        axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio", title="verification cost v_B")
+        for ax in axes:
+            ax.set_xticks(args.batches, [str(B) for B in args.batches])
+            ax.legend(fontsize=8)
+        fig.savefig(args.plot, dpi=110)
+        print(f"\nplot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
