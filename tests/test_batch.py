@@ -22,7 +22,7 @@ def shipped_pair(shipped):
 
 @pytest.fixture(scope="module")
 def batch_prompts():
-    return [p[:n] for p, n in zip(ms.data.prompts(8), LENGTHS)]
+    return [p[:n] for p, n in zip(ms.data.prompts(8, length=150), LENGTHS)]
 
 
 @pytest.fixture(scope="module")
