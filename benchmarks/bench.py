@@ -19,9 +19,17 @@ import torch
 
 from minispec import generate, load_model, speculative_generate
 from minispec.data import prompts as bench_prompts
-from minispec.theory import alpha_from_acceptance, speedup, step_cost
+from minispec.theory import alpha_from_acceptance, expected_tokens, step_cost
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def predicted_speedup(alpha, gamma, c, v, n_tokens, prefill=0.0, draft_prefill=0.0):
+    """theory.speedup for n_tokens new tokens, counting the one-off cost of reading the prompt, which
+    both methods pay (prefill: target steps it costs; draft_prefill: the draft's, in target steps):
+    (prefill + n) / (prefill + draft_prefill + n (gamma c + v) / E[tokens per call])."""
+    per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per generated token
+    return (prefill + n_tokens) / (prefill + draft_prefill + n_tokens * per_token)
 
 
 def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft"):
@@ -52,7 +60,7 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
                 toks += len(sp.tokens)
             acc = kept / drafted
             alpha = alpha_from_acceptance(acc, g)
-            pred = speedup(alpha, g, c, v[g], max_new_tokens, P, Pd)
+            pred = predicted_speedup(alpha, g, c, v[g], max_new_tokens, P, Pd)
             meas = statistics.median(ratios)
             rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls, speedup=meas,
                              predicted=pred))

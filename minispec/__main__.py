@@ -40,8 +40,7 @@ def main(argv=None):
         speculative_generate(target, d, ids, gamma=g, **dict(kw, max_new_tokens=8))  # warm up
         ar[name] = generate(target, ids, **kw)
         res[name] = speculative_generate(target, d, ids, gamma=g, **kw)
-    print(args.prompt, end="")
-    print(ansi_trace(res[args.drafter].steps, args.show_rejected))
+    print(args.prompt + ansi_trace(res[args.drafter].steps, args.show_rejected))
     a = ar["plain draft"].stats
     print(f"\n{'':22}{'gamma':>6}{'tokens/s':>10}{'target calls':>14}{'tokens/call':>13}{'speedup':>9}")
     print(f"{'autoregressive':22}{'':>6}{a.tokens_per_second:10.1f}{a.target_calls:14d}{1:13.2f}{1:8.2f}x")

@@ -9,8 +9,8 @@ head which branch it is on. EAGLE's head is one transformer block with its own K
 where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
 reads features the verification pass computed; deeper, its own predictions f_hat. Trees grow with
 tree.grow_tree (EAGLE-2: expand the `width` most probable paths per depth, keep the gamma nodes of
-highest joint draft probability). Training (scripts/train_eagle.py): eagle_loss on the frozen
-target's features.
+highest joint draft probability). Training (scripts/train_eagle.py, eagle_loss) fits f_hat to the frozen
+target's features: SmoothL1(f_hat, f) + w_cls * CE(p, q), with noise on the input features.
 """
 import torch
 import torch.nn as nn
@@ -36,35 +36,20 @@ class EagleHead(nn.Module):
     def forward(self, f, x, cache=None, mask=None):
         """Features f (B, T, C) at t and tokens x (B, T) at t + 1 -> f_hat (B, T, C) at t + 1."""
         e = F.embedding(x, self.target[0].wte.weight.detach())
-        T = x.shape[1]
-        if mask is None and T > 1:
-            S = T + (cache.length if cache is not None else 0)
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
-        out = self.block(self.fc(torch.cat([f, e], -1)), cache, 0, mask)
+        out = self.block(self.fc(torch.cat([f, e], -1)), cache, 0, mask)  # mask None: causal after the cache
         if cache is not None:
-            cache.length += T
+            cache.length += x.shape[1]
         return out
 
     def logits(self, f):
         return F.linear(f, self.target[0].lm_head.weight.detach())
 
 
-def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
-    """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
-    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2})."""
-    f_in = f[:, :-1] + noise * (2 * torch.rand(f[:, :-1].shape, generator=generator) - 1)
-    f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
-    p = torch.softmax(head.logits(f[:, 1:]), -1)
-    ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
-    return F.smooth_l1_loss(f_hat, f[:, 1:]) + w_cls * ce
-
-
 def load_eagle(target, path=None):
     """The shipped EAGLE head on top of the shipped target (or a saved file)."""
     ckpt = torch.load(path or WEIGHTS_DIR / "eagle_head.pt", map_location="cpu", weights_only=True)
-    w = target.wte.weight
-    head = EagleHead(target).to(w.device, w.dtype)
-    head.load_state_dict({k: v.to(w.device, w.dtype) for k, v in ckpt["state_dict"].items()})
+    head = EagleHead(target).to(target.wte.weight)
+    head.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the target's device and dtype
     head.accuracy = ckpt.get("accuracy")
     return head.eval()
 

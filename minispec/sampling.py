@@ -1,8 +1,7 @@
 """From logits to a distribution to a token: temperature, top-k, top-p, explicit generators.
 
-Speculative sampling is lossless only if the draft token really was drawn from the `q` that the
-verifier sees. So one function, `probs`, turns logits into the distribution that is sampled
-from, and it is applied identically to the target (p) and the draft (q).
+Speculative sampling is lossless only if the draft token really was drawn from the `q` that the verifier sees,
+so one function, `probs`, turns logits into the distribution sampled from, identically for target (p) and draft (q).
 
 Temperature 0 means greedy: the distribution is one-hot on the argmax (ties: the lowest id).
 """

@@ -70,8 +70,7 @@ class EarlyExitDrafter(Drafter):
     def score(self, target, cache, context, tree):
         """Blocks < k only on the tokens never fed (the last draft); blocks >= k on the stored h_k."""
         seq = context + tree.tokens
-        if len(seq) > self.shallow:
-            self._shallow(seq)
+        self._shallow(seq)  # there is always one: the last draft, or the context's last token if none
         self.cache.length = self.deep
         h = self.model.ln_f(self.model.blocks(torch.cat(self.h, 1), self.cache, range(self.k, self.model.config.n_layer)))
         self.cache.length, self.deep, self.h = len(seq), len(seq), []
@@ -143,9 +142,8 @@ def load_heads(model, name="medusa"):
     """The shipped heads on top of `model`: "medusa", "hydra" (sequential), or a path to a saved file."""
     path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else name
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    w = model.wte.weight
-    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(w.device, w.dtype)
-    heads.load_state_dict({k: v.to(w.device, w.dtype) for k, v in ckpt["state_dict"].items()})
+    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
+    heads.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the model's device and dtype
     heads.accuracy = ckpt["accuracy"]
     return heads.eval()
 
@@ -206,10 +204,9 @@ class HeadDrafter(Drafter):
 
 
 class Lookahead(Drafter):
-    """Jacobi (candidates=0) and lookahead decoding: draft the last token + W guesses (+ up to
-    `candidates` pooled n-grams that start with it); the target's outputs, shifted past what was
-    accepted, are the next guesses. Example: speculative_generate(target, Lookahead(target), ids, 32, gamma=10)
-    """
+    """Jacobi (candidates=0) and lookahead decoding: draft the last token + W guesses (+ up to `candidates`
+    pooled n-grams that start with it); the target's outputs, shifted past what was accepted, are the next
+    guesses. Example: speculative_generate(target, Lookahead(target), ids, 32, gamma=10)"""
 
     def __init__(self, model, window=4, ngram=3, candidates=3):
         for name, v, lo in (("window", window, 1), ("ngram", ngram, 2), ("candidates", candidates, 0)):

@@ -5,8 +5,8 @@ gamma    drafted tokens per target call
 c        cost of one draft step divided by the cost of one target step
 v        cost of one target call on gamma + 1 tokens divided by one on 1 token (1 if free)
 
-If each drafted token is kept independently with probability alpha, the number kept is a
-truncated geometric variable, and each target call yields that many tokens plus one:
+If each drafted token is kept independently with probability alpha, the number kept is a truncated geometric
+variable, and each target call yields that many tokens plus one:
     E[tokens per target call] = (1 - alpha^(gamma + 1)) / (1 - alpha)
     speedup = E[tokens per target call] / (gamma * c + v)
 c and v are measured on this machine with `step_cost` (notebooks 00 and 03, the benchmarks).
@@ -46,17 +46,10 @@ def alpha_from_acceptance(rate, gamma):
     return (lo + hi) / 2
 
 
-def speedup(alpha, gamma, c, v=1.0, n_tokens=None, prefill=0.0, draft_prefill=0.0):
-    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v).
-
-    With n_tokens, count the one-off cost of reading the prompt too (prefill: target steps it
-    costs; draft_prefill: the draft's, in target steps), which both methods pay:
-    (prefill + n) / (prefill + draft_prefill + n (gamma c + v) / E[tokens per call]).
-    """
+def speedup(alpha, gamma, c, v=1.0):
+    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
     per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per generated token
-    if n_tokens is None:
-        return 1 / per_token
-    return (prefill + n_tokens) / (prefill + draft_prefill + n_tokens * per_token)
+    return 1 / per_token
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):

@@ -1,12 +1,11 @@
 """Seeing speculative decoding: which drafted tokens did the target keep, and what did it add?
 
-Every round of `speculative_generate` leaves a Step record; `trace_segments` turns them into
-(text, kind) pieces: accepted (a kept draft), rejected (a discarded draft, struck through),
-correction (the target's token after a rejection), bonus (its free token after a fully kept draft),
-colored alike by `ansi_trace` (terminal), `html_trace` (notebook) and `plot_trace` (figure).
-`draw_tree` draws a drafted tree with its accepted path; `show(fn)` prints the package's own source
-of a function, so a notebook shows the code under its equation (one source of truth).
-Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
+Every round of `speculative_generate` leaves a Step record; `trace_segments` turns them into (text, kind) pieces:
+accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's token after a
+rejection), bonus (its free token after a fully kept draft), colored alike by `ansi_trace` (terminal),
+`html_trace` (notebook) and `plot_trace` (figure). `draw_tree` draws a drafted tree with its accepted path;
+`show(fn)` prints the package's own source of a function: a notebook shows the code under its equation (one
+source of truth). Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
 """
 import html
 import inspect
@@ -179,9 +178,8 @@ def show(*objs):
 
 def draw_tree(tree, path=(), ax=None, label=None):
     """The tree left to right, the accepted path in green. label: token id -> text (default: bytes)."""
-    import matplotlib.pyplot as plt
     label = label or (lambda t: repr(decode([t]))[1:-1])
-    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    _, ax = _axes(ax, size=(7, 4))
     d, y, rows = {-1: 0, **dict(enumerate(tree.depths().tolist()))}, {}, itertools.count()
 
     def place(i):  # a leaf takes the next row, a parent the mean of its children's rows
@@ -190,7 +188,7 @@ def draw_tree(tree, path=(), ax=None, label=None):
         return y[i]
     place(-1)
     for i, (t, par) in enumerate(zip(tree.tokens, tree.parents)):
-        color = "#2e7d32" if i in path else "#9e9e9e"
+        color = COLORS["accepted"] if i in path else "#9e9e9e"
         ax.plot([d[par], d[i]], [y[par], y[i]], color=color, lw=2 if i in path else 1, zorder=0)
         ax.text(d[i], y[i], label(t), ha="center", va="center", family="monospace",
                 bbox=dict(boxstyle="round", fc="#c8e6c9" if i in path else "white", ec=color))

@@ -4,7 +4,7 @@
 
 Each step reads random windows of the training corpus (the local standard library, as for the
 models), computes the target's features f = ln_f(h_N) without gradients, and fits the head with
-eagle.eagle_loss (feature regression + token cross-entropy, noise on the input features). The
+eagle_loss below (feature regression + token cross-entropy, noise on the input features). The
 held-out top-1 accuracy at draft depths 1..5 (the head reading its own predicted features after
 depth 1, the true tokens fed in, as for the Hydra heads) is stored with the weights.
 """
@@ -13,12 +13,23 @@ import math
 import time
 
 import torch
+import torch.nn.functional as F
 
 from minispec.data import get_batch, heldout
-from minispec.eagle import EagleHead, eagle_loss
+from minispec.eagle import EagleHead
 from minispec.model import WEIGHTS_DIR, KVCache, load_model
 from minispec.selfspec import hidden_states
 from train import corpus_files, load_bytes
+
+
+def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
+    """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
+    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2})."""
+    f_in = f[:, :-1] + noise * (2 * torch.rand(f[:, :-1].shape, generator=generator) - 1)
+    f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
+    p = torch.softmax(head.logits(f[:, 1:]), -1)
+    ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
+    return F.smooth_l1_loss(f_hat, f[:, 1:]) + w_cls * ce
 
 
 @torch.no_grad()

@@ -1,5 +1,6 @@
 """The tooling that made the shipped weights (scripts/), smoke-tested at tiny sizes so that every weight
-file stays reproducible by the command the model card documents; and the benchmarks' calibration helper.
+file stays reproducible by the command the model card documents; and the benchmarks' helpers (score
+calibration, the speedup predicted with prefill).
 
 Training reads the local standard library (scripts/train.py: corpus_files); here the corpus is the
 shipped held-out text instead (fast, and the same on every machine). Nothing is written outside tmp_path.
@@ -113,3 +114,16 @@ def test_fit_score_temperature(script, random_gpt):
     assert logits.shape == (40, 16) and tokens.tolist() == sum((ms.generate(target, p, 20).tokens for p in prompts), [])
     assert bench.fit_score_temperature(logits, tokens, grid) == 0.5
     assert bench.fit_score_temperature(*bench.greedy_draft_logits(target, other, prompts, 20), grid) > 1
+
+
+def test_predicted_speedup_with_prefill_known_answer(script):
+    """Same setting, 100 new tokens after a prompt whose prefill costs 10 target steps (draft: 1):
+        autoregressive: 10 + 100 = 110 target steps
+        speculative:    10 + 1 + 100 * 1.4 / 3.3616 = 52.647...
+        speedup         = 110 / 52.647 = 2.0894...
+    No prefill gives the steady-state formula (theory.speedup); an endless prompt gives no speedup at all."""
+    predicted_speedup = script("bench").predicted_speedup
+    assert predicted_speedup(0.8, 4, 0.1, 1.0, 100, prefill=10, draft_prefill=1) == pytest.approx(
+        110 / (11 + 100 * 1.4 / 3.3616))
+    assert predicted_speedup(0.8, 4, 0.1, 1.0, 100) == pytest.approx(ms.speedup(0.8, 4, 0.1))
+    assert predicted_speedup(0.8, 4, 0.1, 1.0, 100, prefill=1e9) == pytest.approx(1.0, abs=1e-6)
