@@ -1,5 +1,5 @@
 """minispec: speculative decoding, small enough to read and checked claim by claim."""
-from . import data, viz
+from . import batch, data, viz
 from .adaptive import Fixed, Heuristic
 from .drafters import Drafter, FallbackDrafter, ModelDrafter, PromptLookupDrafter, load_drafter
 from .model import GPT, GPTConfig, KVCache, decode, encode, load_model

@@ -37,10 +37,11 @@ def feed(model, cache, seqs, pos=None, masks=None):
     """
     L, n, T, dev = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs), model.wte.weight.device
     idx = torch.tensor([s + [0] * (T - len(s)) for s in seqs], device=dev)  # (B, T), padded with token 0
-    pos = [pos[b] if pos else torch.arange(L[b], L[b] + n[b]) for b in range(len(seqs))]  # padding: position 0
-    pos = torch.stack([F.pad(p, (0, T - len(p))) for p in pos])  # (B, T)
-    ragged = len(set(L)) > 1 or len(set(n)) > 1 or masks is not None
-    mask = causal_mask(L, n, T, masks).to(dev) if ragged else None  # None: the plain causal path
+    if len(set(L)) == len(set(n)) == 1 and pos is None and masks is None:  # rows alike: plain causal attention
+        pos, mask = torch.arange(L[0], L[0] + T), None
+    else:
+        pos = [pos[b] if pos else torch.arange(L[b], L[b] + n[b]) for b in range(len(seqs))]  # padding: position 0
+        pos, mask = torch.stack([F.pad(p, (0, T - len(p))) for p in pos]), causal_mask(L, n, T, masks).to(dev)
     h = model.ln_f(model.blocks(model.embed(idx, pos.to(dev)), cache, mask=mask))
     cache.lengths = [a + b for a, b in zip(L, n)]
     return h, model.lm_head(h)

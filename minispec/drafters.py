@@ -34,21 +34,6 @@ class Drafter:
     calls = 0          # draft forward passes so far
     batched = False    # draft_rows / score_rows / accept_rows take several rows
 
-    def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
-        """One Tree per row (depths[b]: tokens row b still wants, minus one; 0 drafts nothing)."""
-        return [self.draft(c, 0 if d == 0 else gamma, temperature, top_k, top_p, generator, d)
-                for c, d in zip(contexts, depths or [None] * len(contexts))]
-
-    def score_rows(self, target, cache, contexts, trees):  # -> per row: hidden (T_b, C), logits (T_b, V)
-        if len(contexts) > 1:
-            return score_trees(target, cache, contexts, trees)  # one target call for the whole batch
-        h, logits = self.score(target, cache, contexts[0], trees[0])
-        return [h], [logits]
-
-    def accept_rows(self, contexts, trees, paths, hidden, logits):
-        for row in zip(contexts, trees, paths, hidden, logits):
-            self.accept(*row)
-
     def reset(self, target, cache):
         """A new prompt begins: forget all state."""
 
@@ -64,6 +49,21 @@ class Drafter:
 
     def accept(self, context, tree, path, hidden, logits):
         """The target kept the nodes `path` of `tree` after `context` (context itself is not extended yet)."""
+
+    def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
+        """One Tree per row (depths[b]: tokens row b still wants, minus one; 0 drafts nothing)."""
+        return [self.draft(c, 0 if d == 0 else gamma, temperature, top_k, top_p, generator, d)
+                for c, d in zip(contexts, depths or [None] * len(contexts))]
+
+    def score_rows(self, target, cache, contexts, trees):  # -> per row: hidden (T_b, C), logits (T_b, V)
+        if len(contexts) > 1:
+            return score_trees(target, cache, contexts, trees)  # one target call for the whole batch
+        h, logits = self.score(target, cache, contexts[0], trees[0])
+        return [h], [logits]
+
+    def accept_rows(self, contexts, trees, paths, hidden, logits):
+        for row in zip(contexts, trees, paths, hidden, logits):
+            self.accept(*row)
 
 
 def unsure(logits, threshold):
