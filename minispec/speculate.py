@@ -104,8 +104,9 @@ def _finish(ids, context, steps, max_new_tokens, eos_token, t0, draft_calls=0):
 
 def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
     """A batch (a list of prompts) -> (the checked prompts, True); one prompt -> ([it], False)."""
-    batch = isinstance(ids, (list, tuple)) and len(ids) > 0 and not isinstance(ids[0], int)
-    batch = batch or (torch.is_tensor(ids) and ids.dim() == 2 and len(ids) > 1)
+    row = lambda x: isinstance(x, (list, tuple)) or torch.is_tensor(x) and x.dim() > 0
+    batch = isinstance(ids, (list, tuple)) and len(ids) > 0 and row(ids[0])
+    batch = batch or torch.is_tensor(ids) and ids.dim() == 2 and len(ids) > 1  # (B, T): B prompts of T tokens
     prompts = list(ids) if batch else [ids]
     return [prepare(model, p, max_new_tokens, temperature, top_k, top_p, crop_prompt) for p in prompts], batch
 
@@ -139,7 +140,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     `target` verifies. The one loop for every method.
 
     ids: a prompt, or a list of prompts of any lengths (a batch: a list of Results, one per prompt).
-        Each row keeps its own number of drafts and its cache rolls back to its own length (batch.py).
+        Each row keeps its own number of drafts and its cache rolls back to its own length (batch.py);
+        the rows share gamma (a policy sees every row's rounds), wall_time and draft_calls.
     gamma: drafted tokens the target scores per call (chain length, or tree nodes); an int, or a
         draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     temperature 0: output identical to generate(target, ...). temperature > 0: lossless, distributed

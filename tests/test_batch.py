@@ -188,3 +188,13 @@ def test_tree_model_drafter_cannot_batch_and_bad_rows_raise(shipped_pair):
     assert cache.lengths == [3, 1]
     with pytest.raises(ValueError, match="different lengths"):
         target(torch.tensor([[5], [6]]), cache)  # a ragged cache needs feed (per-row positions and masks)
+
+
+def test_batch_input_forms(shipped):
+    """A list of prompts (lists or 1-d tensors) or a (B, T) tensor is a batch; a (1, T) tensor is one prompt."""
+    one = ms.generate(shipped, [1, 2, 3], 3).tokens
+    assert [r.tokens for r in ms.generate(shipped, torch.tensor([[1, 2, 3], [1, 2, 3]]), 3)] == [one, one]
+    assert [r.tokens for r in ms.generate(shipped, [torch.tensor([1, 2, 3]), [1, 2, 3]], 3)] == [one, one]
+    assert ms.generate(shipped, torch.tensor([[1, 2, 3]]), 3).tokens == one
+    with pytest.raises(ValueError, match="exceeds block_size"):
+        ms.generate(shipped, [[1, 2], [1] * 250], 10)  # each prompt is checked on its own
