@@ -35,6 +35,8 @@ def feed(model, cache, seqs, pos=None, masks=None):
     -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its tokens'.
     Example: feed(model, model.new_cache(2), [[1, 2, 3], [4]])[1][1, 0]  (the logits after [4])
     """
+    if len(seqs) != len(cache.lengths):
+        raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
     L, n, T, dev = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs), model.wte.weight.device
     idx = torch.tensor([s + [0] * (T - len(s)) for s in seqs], device=dev)  # (B, T), padded with token 0
     if len(set(L)) == len(set(n)) == 1 and pos is None and masks is None:  # rows alike: plain causal attention

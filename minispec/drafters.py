@@ -38,8 +38,8 @@ class Drafter:
         """A new prompt begins: forget all state."""
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
-        """context: list[int] -> Tree of at most gamma nodes, none deeper than depth (None: any depth; the
-        loop passes the number of tokens still wanted, so a tree keeps gamma nodes to the end)."""
+        """context: list[int] -> Tree of at most gamma nodes, none deeper than depth (None: any depth; the loop
+        passes the tokens still wanted minus the one the target adds, so a tree keeps gamma nodes to the end)."""
         raise NotImplementedError
 
     def score(self, target, cache, context, tree):

@@ -102,6 +102,12 @@ def _finish(ids, context, steps, max_new_tokens, eos_token, t0, draft_calls=0):
     return Result(tokens, steps, Stats(len(tokens) / calls, kept, calls, draft_calls, drafted, wall, len(tokens) / wall))
 
 
+def tokens_left(prompt, context, max_new_tokens, eos_token):
+    """How many more tokens a row wants: 0 once it has max_new_tokens new ones or has emitted eos_token."""
+    new = context[len(prompt):]
+    return 0 if eos_token in new else max_new_tokens - len(new)
+
+
 def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
     """A batch (a list of prompts) -> (the checked prompts, True); one prompt -> ([it], False)."""
     row = lambda x: isinstance(x, (list, tuple)) or torch.is_tensor(x) and x.dim() > 0
@@ -122,7 +128,7 @@ def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=N
     prompts, batch = rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
     g, cache, t0 = torch.Generator().manual_seed(seed), model.new_cache(len(prompts)), time.perf_counter()
     contexts = [list(p) for p in prompts]
-    wanted = lambda b: eos_token not in contexts[b][len(prompts[b]):] and len(contexts[b]) - len(prompts[b]) < max_new_tokens
+    wanted = lambda b: tokens_left(prompts[b], contexts[b], max_new_tokens, eos_token)
     while any(map(wanted, range(len(prompts)))):
         new = [c[L:] for c, L in zip(contexts, cache.lengths)]  # a finished row feeds its last token, then nothing
         logits = feed(model, cache, new)[1]  # (B, T, V): one target call for every row
@@ -158,14 +164,15 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     cache = target.new_cache(B, size=2 * target.config.block_size)  # room for a tree after the context
     drafter.reset(target, cache)
     policy.reset()
-    contexts, steps, calls0, t0 = [list(p) for p in prompts], [[] for _ in prompts], drafter.calls, time.perf_counter()
-    left = lambda b: 0 if eos_token in contexts[b][len(prompts[b]):] else max_new_tokens - len(contexts[b]) + len(prompts[b])
-    while any(map(left, range(B))):
-        depths = [max(left(b) - 1, 0) for b in range(B)]  # a round adds at most depth + 1 tokens to a row
+    contexts, steps = [list(p) for p in prompts], [[] for _ in prompts]
+    calls0, t0 = drafter.calls, time.perf_counter()
+    wanted = lambda b: tokens_left(prompts[b], contexts[b], max_new_tokens, eos_token)
+    while any(map(wanted, range(B))):
+        depths = [max(wanted(b) - 1, 0) for b in range(B)]  # a round adds at most depth + 1 tokens to a row
         trees = drafter.draft_rows(contexts, policy.gamma, temperature, top_k, top_p, g, depths)
-        hidden, logits = drafter.score_rows(target, cache, contexts, trees)  # THE target call: per row (T_b, C), (T_b, V)
+        hidden, logits = drafter.score_rows(target, cache, contexts, trees)  # THE target call: (T_b, C), (T_b, V) a row
         paths, tokens = [[] for _ in range(B)], [None] * B  # a finished row keeps nothing
-        for b in filter(left, range(B)):
+        for b in filter(wanted, range(B)):
             p = probs(logits[b][-len(trees[b].tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V)
             paths[b], tokens[b] = verify_tree(trees[b], p, temperature, g, rule)
         cache.keep([len(c) for c in contexts], paths)  # each row: its context and its kept path, in order

@@ -188,6 +188,8 @@ def test_tree_model_drafter_cannot_batch_and_bad_rows_raise(shipped_pair):
     assert cache.lengths == [3, 1]
     with pytest.raises(ValueError, match="different lengths"):
         target(torch.tensor([[5], [6]]), cache)  # a ragged cache needs feed (per-row positions and masks)
+    with pytest.raises(ValueError, match="3 rows of tokens for a cache of 2 rows"):
+        ms.batch.feed(target, cache, [[1], [2], [3]])
 
 
 def test_batch_input_forms(shipped):
