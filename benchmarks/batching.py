@@ -1,14 +1,15 @@
 """Batched speculative decoding: throughput at batch 1-16, and where speculation stops paying.
 
     python benchmarks/batching.py [--prompts 32] [--max-new-tokens 64] [--batches 1 2 4 8 16] [--gammas 2 4]
-                                  [--repeats 3] [--plot figures/batching.png]
+                                  [--temperatures 0 1] [--repeats 3] [--plot figures/batching.png]
 
 The same held-out prompts (of different lengths) are decoded at every batch size B, in groups of B.
 Each group is decoded autoregressively (generate) and speculatively (the shipped draft, a chain of
 gamma tokens), each timed as the best of --repeats runs (interference only adds time), the two taking
 turns; the speedup of a group is the ratio of the two times (paired), reported as the median over the
 groups with its spread. At temperature 0 every row is compared with the AR output (last column: rows
-that differ; it must be 0).
+that differ; it must be 0). At temperature 1 both sample (seed 0), so their texts differ; the draft's
+tokens per call are lower there, and sampled text does not degenerate into loops as greedy text does.
 
 The theory's account (notebook 03 with costs measured at batch B): a round costs gamma draft calls
 c_B and one target call on gamma + 1 tokens per row, v_B (both relative to a target call on one token
@@ -49,15 +50,17 @@ def call_cost(model, B, k, context=96, reps=15):
     return statistics.median(times)
 
 
-def measure(target, draft, prompts, B, gamma, n, repeats):
+def measure(target, draft, prompts, B, gamma, n, repeats, temperature):
     groups = [prompts[i:i + B] for i in range(0, len(prompts), B)]
     one = lambda out: out if B > 1 else [out]  # batch 1 as a single prompt: the unbatched call
     ratios, t_ar, t_sp, calls, wrong = [], 0.0, 0.0, [], 0
     for group in groups:
         ids = group if B > 1 else group[0]
-        ta, ar = best_time(lambda: one(ms.generate(target, ids, n)), repeats)
-        ts, sp = best_time(lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma)), repeats)
-        wrong += sum(s.tokens != a.tokens for s, a in zip(sp, ar))  # greedy: must be 0 (a near-tie could flip on a GPU)
+        ta, ar = best_time(lambda: one(ms.generate(target, ids, n, temperature=temperature)), repeats)
+        ts, sp = best_time(lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
+                                                                 temperature=temperature)), repeats)
+        if temperature == 0:  # greedy: must be 0 (a near-tie could flip on a GPU)
+            wrong += sum(s.tokens != a.tokens for s, a in zip(sp, ar))
         ratios.append(ta / ts)
         t_ar, t_sp = t_ar + ta, t_sp + ts
         calls.append(max(r.stats.target_calls for r in sp))  # the batch's target calls: its slowest row's
@@ -73,6 +76,7 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--plot", default=None, help="save a figure of the speedups here")
     ap.add_argument("--device", default="cpu", help="e.g. cuda: the models (and so the caches) move there")
@@ -82,38 +86,47 @@ def main(argv=None):
     halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]  # 32 distinct pieces
     prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]  # 32..128 tokens
     print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {n} new "
-          f"tokens each, temperature 0 (greedy text of these tiny models soon repeats itself, which flatters "
+          f"tokens each (at temperature 0 greedy text of these tiny models soon repeats itself, which flatters "
           f"speculation at every batch size alike); device {args.device}, torch threads {torch.get_num_threads()}")
     ms.generate(target, prompts[0], 8)  # warm up
-    results = {}
-    for gamma in args.gammas:
-        print(f"\ngamma {gamma}\n| batch | AR tokens/s | speculative tokens/s | speedup (median; quartiles; min-max) "
-              f"| groups | tokens/call | v_B | c_B | predicted | rows != AR |\n|---|---|---|---|---|---|---|---|---|---|")
-        for B in args.batches:
-            r = measure(target, draft, prompts, B, gamma, n, args.repeats)
-            t1 = call_cost(target, B, 1)
-            r["v"], r["c"] = call_cost(target, B, gamma + 1) / t1, call_cost(draft, B, 1) / t1
-            r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
-            results[gamma, B] = r
-            print(f"| {B} | {r['ar_tps']:.0f} | {r['sp_tps']:.0f} | {r['speedup']:.2f}x; {r['q1']:.2f}-{r['q3']:.2f}; "
-                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['groups']} | {r['tokens_per_call']:.2f} | {r['v']:.2f} | "
-                  f"{r['c']:.3f} | {r['predicted']:.2f}x | {r['wrong']} |", flush=True)
-        slower = [B for B in args.batches if results[gamma, B]["speedup"] < 1]
-        print(f"crossover (gamma {gamma}): " + (f"speculation stops paying at batch {slower[0]}" if slower else
-                                               f"none up to batch {max(args.batches)}"))
+    results, costs = {}, {}
+    for temp in args.temperatures:
+        for gamma in args.gammas:
+            print(f"\ntemperature {temp}, gamma {gamma}\n| batch | AR tokens/s | speculative tokens/s | speedup "
+                  f"(median; quartiles; min-max) | groups | tokens/call | v_B | c_B | predicted | rows != AR |\n"
+                  f"|---|---|---|---|---|---|---|---|---|---|")
+            for B in args.batches:
+                r = measure(target, draft, prompts, B, gamma, n, args.repeats, temp)
+                if (gamma, B) not in costs:  # call costs do not depend on the temperature
+                    t1 = call_cost(target, B, 1)
+                    costs[gamma, B] = call_cost(target, B, gamma + 1) / t1, call_cost(draft, B, 1) / t1
+                r["v"], r["c"] = costs[gamma, B]
+                r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
+                results[temp, gamma, B] = r
+                print(f"| {B} | {r['ar_tps']:.0f} | {r['sp_tps']:.0f} | {r['speedup']:.2f}x; {r['q1']:.2f}-"
+                      f"{r['q3']:.2f}; {r['lo']:.2f}-{r['hi']:.2f} | {r['groups']} | {r['tokens_per_call']:.2f} | "
+                      f"{r['v']:.2f} | {r['c']:.3f} | {r['predicted']:.2f}x | {r['wrong'] if temp == 0 else '-'} |",
+                      flush=True)
+            slower = [B for B in args.batches if results[temp, gamma, B]["speedup"] < 1]
+            where = f"stops paying at batch {slower[0]}" if slower else f"pays up to batch {max(args.batches)}"
+            print(f"crossover (temperature {temp}, gamma {gamma}): speculation {where}")
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
+        for temp in args.temperatures:
+            for gamma in args.gammas:
+                rs = [results[temp, gamma, B] for B in args.batches]
+                line, = axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-", label=f"T={temp:g}, gamma {gamma}")
+                axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs], alpha=0.15,
+                                     color=line.get_color())
         for gamma in args.gammas:
-            rs = [results[gamma, B] for B in args.batches]
-            axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-", label=f"measured, gamma {gamma}")
-            axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs], alpha=0.2)
-            axes[0].plot(args.batches, [r["predicted"] for r in rs], "s:", label=f"predicted, gamma {gamma}")
-            axes[1].plot(args.batches, [r["v"] for r in rs], "o-", label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
+            axes[1].plot(args.batches, [costs[gamma, B][0] for B in args.batches], "o-",
+                         label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
         axes[0].axhline(1, color="gray", lw=0.8)
-        axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR", title="speculative / autoregressive")
+        axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR",
+                    title="speculative / AR (median, quartiles)")
         axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio", title="verification cost v_B")
         for ax in axes:
             ax.set_xticks(args.batches, [str(B) for B in args.batches])
