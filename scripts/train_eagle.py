@@ -22,10 +22,12 @@ from minispec.selfspec import hidden_states
 from train import corpus_files, load_bytes
 
 
-def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
+def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None, g=None):
     """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
-    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2})."""
-    f_in = f[:, :-1] + noise * (2 * torch.rand(f[:, :-1].shape, generator=generator) - 1)
+    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2}).
+    g: other input features (B, T, C) to read instead of f (scripts/eagle3_experiment.py's fused ones)."""
+    g = f if g is None else g
+    f_in = g[:, :-1] + noise * (2 * torch.rand(g[:, :-1].shape, generator=generator).to(g) - 1)
     f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
     p = torch.softmax(head.logits(f[:, 1:]), -1)
     ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
@@ -33,24 +35,28 @@ def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None):
 
 
 @torch.no_grad()
-def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every=4):
+def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every=4, inputs=None, own=None):
     """accuracy[d]: how often the head's top-1 guess at draft depth d + 1 is the target's argmax token,
-    starting every `every` positions of held-out windows (true features before the start, then its own)."""
-    hits, total = torch.zeros(depth), 0
+    starting every `every` positions of held-out windows (true features before the start, then its own).
+    inputs(x (1, T)) -> (1, T, C), own(f_hat (C,)) -> (C,): what the head reads at the target's positions
+    and at its own (default: the top features f, and f_hat itself)."""
+    hits, total, w_ = torch.zeros(depth), 0, target.wte.weight
     for w in range(windows):
         s = w * ((len(data) - 1) // windows)
-        x = data[s:s + block_size]
+        x = data[s:s + block_size].to(w_.device)
         f = hidden_states(target, x[None])[0]  # (T, C)
+        g = f if inputs is None else inputs(x[None])[0]
         best = target.lm_head(f).argmax(-1)    # (T,): the target's token after each position
-        cache = KVCache(head.config, size=2 * head.config.block_size)
+        cache = KVCache(head.config, size=2 * head.config.block_size, device=w_.device, dtype=w_.dtype)
         for t in range(1, block_size - depth):
-            f_hat = head(f[None, t - 1:t], x[None, t:t + 1], cache)[0, 0]  # the true pair (f_{t-1}, x_t) -> f_hat_t
+            f_hat = head(g[None, t - 1:t], x[None, t:t + 1], cache)[0, 0]  # the true pair (g_{t-1}, x_t) -> f_hat_t
             if t % every:
                 continue
             L, total = cache.length, total + 1
             for d in range(depth):  # deeper: the head reads its own f_hat, and the true token x_{t+d}
                 if d:
-                    f_hat = head(f_hat[None, None], x[None, t + d:t + d + 1], cache)[0, 0]
+                    f_in = f_hat if own is None else own(f_hat)
+                    f_hat = head(f_in[None, None], x[None, t + d:t + d + 1], cache)[0, 0]
                 hits[d] += int(head.logits(f_hat).argmax()) == int(best[t + d])
             cache.crop(L)
     return (hits / total).tolist()

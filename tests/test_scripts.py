@@ -135,3 +135,10 @@ def test_batching_benchmark_smoke(script, capsys):
                              "--repeats", "1", "--temperatures", "0"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 2 and all(line.rstrip().endswith("| 0 |") for line in rows)  # rows != AR: none
+
+
+def test_eagle3_experiment_smoke(script, capsys):
+    """scripts/eagle3_experiment.py trains both heads a few steps and prints one accuracy row for each."""
+    script("eagle3_experiment").main(["--steps", "2", "--batch-size", "2", "--block-size", "16", "--windows", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| EAGLE", "| fused"))]
+    assert len(rows) == 2 and all(len(line.split("/")) == 5 for line in rows)  # depths 1-5
