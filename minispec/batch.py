@@ -4,8 +4,9 @@ Real engines decode many requests at once. Rows then disagree about everything: 
 many drafted tokens the target kept, when they stop. One padded forward pass serves them all if
   * each row writes its keys after ITS OWN cached entries (KVCache.write, per-row lengths),
   * each token sits at its own row's position (not the longest row's: a uniform-position bug),
-  * attention masks out padding and every entry past a row's length (rolled-back drafts): masked,
-    not zeroed, since a zero key still scores 0 and takes softmax weight e^0 (a phantom key).
+  * attention masks out every entry past a row's length (padding, rolled-back drafts, storage up to
+    the longest row): masked, not zeroed, since a zero key still scores 0 and takes softmax weight e^0
+    (a phantom key).
 The speculative loop then verifies each row on its own and rolls each row back to its own length.
 transformers' assisted generation and most teaching code refuse a batch above 1 for these reasons.
 """

@@ -75,8 +75,9 @@ class KVCache:
 
     def keep(self, start, nodes):
         """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ...
-        A batch: one start and one list of nodes per row."""
-        starts, paths = ([start], [nodes]) if isinstance(start, int) else (start, nodes)
+        A batch: one start and one list of nodes per row (an int start: the same for every row)."""
+        B = len(self.lengths)
+        starts, paths = ([start] * B, [nodes] * B) if isinstance(start, int) else (start, nodes)
         for b, (s, path) in enumerate(zip(starts, paths)):
             idx = s + torch.tensor(path, dtype=torch.long, device=self.k.device)
             self.k[:, b, :, s:s + len(path)] = self.k[:, b, :, idx]  # (n_layer, H, n, hs)

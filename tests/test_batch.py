@@ -190,6 +190,11 @@ def test_tree_model_drafter_cannot_batch_and_bad_rows_raise(shipped_pair):
         target(torch.tensor([[5], [6]]), cache)  # a ragged cache needs feed (per-row positions and masks)
     with pytest.raises(ValueError, match="3 rows of tokens for a cache of 2 rows"):
         ms.batch.feed(target, cache, [[1], [2], [3]])
+    cache.keep([1, 0], [[1], []])  # row 0 keeps entry 2 as its entry 1; row 1 keeps nothing past entry 0
+    assert cache.lengths == [2, 0] and torch.equal(cache.k[:, 0, :, 1], cache.k[:, 0, :, 2])
+    cache.length = 3
+    cache.keep(1, [1])  # an int start: the same for every row
+    assert cache.lengths == [2, 2]
 
 
 def test_batch_input_forms(shipped):
