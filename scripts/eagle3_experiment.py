@@ -14,7 +14,6 @@ feature regression: not done here.) Both heads start from the same seed, see the
 the same steps, and are compared by held-out top-1 accuracy at draft depths 1-5 (eagle_accuracy's
 protocol). Saves no weights: copy the output into figures/eagle3.md.
 """
-import argparse
 import math
 import time
 
@@ -25,7 +24,7 @@ from minispec.data import get_batch, heldout
 from minispec.eagle import EagleHead
 from minispec.model import load_model
 from train import corpus_files, load_bytes
-from train_eagle import eagle_accuracy, eagle_loss
+from train_eagle import eagle_accuracy, eagle_loss, parser
 
 
 class Fusion(nn.Module):
@@ -79,12 +78,7 @@ def train(target, data, fused, args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=1200)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--block-size", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = parser(__doc__.splitlines()[0])  # train_eagle.py's options and defaults
     ap.add_argument("--windows", type=int, default=16, help="held-out windows for the accuracy")
     ap.add_argument("--device", default="cpu")
     args, t0 = ap.parse_args(argv), time.time()

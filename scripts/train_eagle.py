@@ -62,13 +62,19 @@ def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every
     return (hits / total).tolist()
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser(description):
+    """The training options (the shipped head's recipe as defaults), shared with eagle3_experiment.py."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--block-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def main(argv=None):
+    ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(WEIGHTS_DIR / "eagle_head.pt"))
     args, t0 = ap.parse_args(argv), time.time()
     torch.manual_seed(args.seed)
