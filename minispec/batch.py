@@ -4,9 +4,7 @@ Real engines decode many requests at once. Rows then disagree about everything: 
 many drafted tokens the target kept, when they stop. One padded forward pass serves them all if
   * each row writes its keys after ITS OWN cached entries (KVCache.write, per-row lengths),
   * each token sits at its own row's position (not the longest row's: a uniform-position bug),
-  * attention masks out every entry past a row's length (padding, rolled-back drafts, storage up to
-    the longest row): masked, not zeroed, since a zero key still scores 0 and takes softmax weight e^0
-    (a phantom key).
+  * attention masks out every entry past a row's length (causal_mask: masked, not zeroed).
 The speculative loop then verifies each row on its own and rolls each row back to its own length.
 transformers' assisted generation and most teaching code refuse a batch above 1 for these reasons.
 """
@@ -18,24 +16,22 @@ def causal_mask(lengths, n_new, T, masks=None):
     """Attention mask (B, T, max(lengths) + T) for rows of different lengths fed one padded batch:
     row b's n_new[b] real tokens see its lengths[b] cached entries and, among the new ones, what
     masks[b] (T_b, lengths[b] + T_b) allows (default: causal); its padding sees only itself (so no
-    row of softmax is empty), and nothing sees padding or entries past a row's length."""
-    S, out = max(lengths) + T, []
+    row of softmax is empty). Nothing sees padding or entries past a row's length (rolled-back drafts,
+    storage up to the longest row). Masked, not zeroed: a zero key still scores 0, so it takes softmax
+    weight e^0 and dilutes the row's attention (a "phantom" key, a classic batching bug)."""
+    m = torch.zeros(len(lengths), T, max(lengths) + T, dtype=torch.bool)
     for b, (L, n) in enumerate(zip(lengths, n_new)):
-        m = torch.zeros(T, S, dtype=torch.bool)
-        m[:n, :L + n] = masks[b] if masks is not None else torch.ones(n, L + n, dtype=torch.bool).tril(L)
-        m[range(n, T), range(L + n, L + T)] = True
-        out.append(m)
-    return torch.stack(out)
+        m[b, :n, :L + n] = masks[b] if masks is not None else torch.ones(n, L + n, dtype=torch.bool).tril(L)
+        m[b, range(n, T), range(L + n, L + T)] = True
+    return m
 
 
 def feed(model, cache, seqs, pos=None, masks=None):
     """Rows of different lengths in ONE forward pass: row b's tokens seqs[b] follow its cache.lengths[b]
-    entries. The rows are padded to one length T; causal_mask keeps padding out of attention, and the
-    cache keeps each row's own tokens only. pos, masks: per-row position ids (T_b,) and attention masks
-    (T_b, lengths[b] + T_b), e.g. a tree's; default consecutive positions, causal.
-    -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its tokens'.
-    Example: feed(model, model.new_cache(2), [[1, 2, 3], [4]])[1][1, 0]  (the logits after [4])
-    """
+    entries, padded to one length T (the cache counts each row's own tokens only). pos, masks: per-row
+    position ids (T_b,) and attention masks (T_b, lengths[b] + T_b), e.g. a tree's (default: consecutive,
+    causal) -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its tokens'.
+    Example: feed(model, model.new_cache(2), [[1, 2, 3], [4]])[1][1, 0]  (the logits after [4])"""
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
     L, n, T, dev = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs), model.wte.weight.device

@@ -2,13 +2,10 @@
 
 The architecture is GPT-2's exactly (learned positions, pre-LayerNorm with eps 1e-5, tanh-GELU,
 tied input/output embeddings, biases everywhere), so weights convert losslessly to and from
-`transformers`' GPT2LMHeadModel (scripts/hf.py).
-
-Two differences from nanoGPT matter for speculative decoding:
-  * the model returns logits at *every* position: verifying gamma drafted tokens needs gamma + 1
-    next-token distributions from one forward pass;
-  * the KV cache can be cropped back to any prefix, which is how rejected draft tokens are undone.
-The cache and every tensor the forward pass makes follow the weights' device and dtype.
+`transformers`' GPT2LMHeadModel (scripts/hf.py). Two differences from nanoGPT matter for speculative
+decoding: the model returns logits at *every* position (verifying gamma drafted tokens needs gamma + 1
+next-token distributions from one forward pass), and the KV cache can be cropped back to any prefix
+(which is how rejected draft tokens are undone).
 
 References: Radford et al. 2019 (GPT-2); Karpathy's nanoGPT.
 """
@@ -46,11 +43,9 @@ class KVCache:
     """Keys and values of every layer for the tokens seen so far, row by row for a batch.
 
     Storage is allocated once for `size` entries (default block_size); `lengths[b]` says how many
-    of row b's entries are valid. Rolling back after a rejected draft is therefore free: `crop(n)`
-    just sets the length. Entries past a row's length are never read: attention masks them out.
-    (Zeroing them instead is a classic batching bug: a zero key scores 0, so it still takes softmax
-    weight e^0 and dilutes the row's attention: a "phantom" key.) A token tree needs more entries
-    than positions (siblings share a position): `keep` moves the accepted branch next to the context.
+    of row b's entries are valid, so rolling back a rejected draft is free: `crop(n)` just sets the
+    length (entries past it are never read: batch.causal_mask). A token tree needs more entries than
+    positions (siblings share a position): `keep` moves the accepted branch next to the context.
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
@@ -115,9 +110,9 @@ class CausalSelfAttention(nn.Module):
         S = k.shape[2]
         if mask is None and 1 < T < S:  # plain causal attention: query i sees every key up to its own position
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
-        causal = mask is None and T == S > 1  # no cache: the built-in causal mask
-        if mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over the heads
+        elif mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over the heads
             mask = mask[:, None]
+        causal = mask is None and T == S > 1  # no cache: the built-in causal mask
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # mask (T, S) bool: e.g. a tree
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
@@ -146,10 +141,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """GPT-2. `model(idx)` returns next-token logits at every position: (B, T, V).
-
-    Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(torch.tensor([[1, 2]]))
-    """
+    """GPT-2. Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(torch.tensor([[1, 2]]))"""
 
     def __init__(self, config):
         super().__init__()
@@ -162,17 +154,14 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(config.n_embd, eps=1e-5)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings, as in GPT-2
-        self.apply(self._init_weights)
+        for m in self.modules():  # GPT-2's init: N(0, 0.02) weights, zero biases
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
         for name, p in self.named_parameters():  # GPT-2's scaled init of residual projections
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * config.n_layer))
-
-    @staticmethod
-    def _init_weights(m):  # GPT-2's init: N(0, 0.02) weights, zero biases
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-        if getattr(m, "bias", None) is not None:
-            nn.init.zeros_(m.bias)
 
     def new_cache(self, batch_size=1, size=None):
         """An empty KVCache on the weights' device and dtype (size entries, default block_size)."""
@@ -199,14 +188,13 @@ class GPT(nn.Module):
         return x
 
     def forward(self, idx, cache=None, pos=None, mask=None, n_layer=None, all_exits=False):
-        """idx (B, T) token ids -> logits (B, T, V).
+        """idx (B, T) token ids -> next-token logits at every position (B, T, V).
 
-        cache:   a KVCache; the new tokens follow its `length` cached ones, and it is extended. Rows of
-                 different lengths (or different numbers of new tokens): batch.feed.
-        pos, mask: explicit position ids (T,) and a (T, length + T) boolean attention mask, for
-                 scoring a token tree in one pass. Default: consecutive positions, causal mask.
-        n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit).
-        all_exits: return a list with the logits after every block (the early-exit training loss).
+        cache: a KVCache; the new tokens follow its `length` cached ones and extend it (ragged rows: batch.feed).
+        pos, mask: position ids (T,) and a (T, length + T) bool attention mask (default: consecutive, causal),
+            to score a token tree in one pass.
+        n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit);
+        all_exits: instead, a list of the logits after every block (the early-exit training loss).
         """
         start = cache.length if cache is not None else 0
         if cache is not None and len(set(cache.lengths)) > 1 and (pos is None or mask is None):
@@ -229,11 +217,10 @@ def save_model(model, path, **card):
 def load_model(name):
     """Load a shipped model ("target", "draft", "draft_distilled") or a path to a saved file: eval mode, fp32, CPU."""
     path = WEIGHTS_DIR / f"{name}.pt"
-    if not path.exists():
-        path = Path(name)
-        if not (path.suffix == ".pt" and path.exists()):
-            raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', 'target'], "
-                             "or give a path to a .pt file")
+    path = path if path.exists() else Path(name)
+    if not (path.suffix == ".pt" and path.exists()):
+        raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', 'target'], "
+                         "or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
