@@ -1,21 +1,15 @@
 """Adaptive draft length: how many tokens to draft in the next round (survey section 3.1.4).
 
 A fixed gamma bets on one acceptance rate alpha (theory.best_gamma), but text has easy and hard
-stretches, so the draft length can follow it:
-  Fixed(gamma)        always gamma (what an int gamma means);
-  Heuristic(gamma)    +2 after a fully accepted round, -1 (down to 1) otherwise: transformers'
-                      num_assistant_tokens_schedule="heuristic_transient" (each call starts again from
-                      gamma; its "heuristic" keeps the length across calls);
-  ModelDrafter(draft, threshold=t) and EarlyExitDrafter(target, threshold=t) end a round once
-                      the draft is unsure, max softmax < t (transformers' assistant_confidence_threshold,
-                      without its auto-tuning; Draft & Verify's stop).
-A policy has `gamma` (next round), `update(step)` (after it) and `reset()` (new call). All are
-lossless: the draft length depends only on the past and on the draft's own tokens.
+stretches, so the draft length can follow it. A policy has `gamma` (next round), `update(step)` (after
+it) and `reset()` (new call). A draft can also end a round itself once unsure: ModelDrafter(draft,
+threshold=t) and EarlyExitDrafter(target, threshold=t) (Draft & Verify's stop). All are lossless: the
+draft length depends only on the past and on the draft's own tokens.
 """
 
 
 class Fixed:
-    """Always draft gamma tokens. Example: speculative_generate(t, d, ids, gamma=Fixed(4))"""
+    """Always draft gamma tokens (what an int gamma means). Example: speculative_generate(t, d, ids, gamma=Fixed(4))"""
 
     def __init__(self, gamma):
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or int(gamma) != gamma or gamma < 1:
@@ -30,7 +24,9 @@ class Fixed:
 
 
 class Heuristic(Fixed):
-    """+2 after a round whose drafts were all kept, else -1. Example: gamma=Heuristic(4)"""
+    """+2 after a round whose drafts were all kept, else -1 (down to 1): transformers'
+    num_assistant_tokens_schedule="heuristic_transient" (each call starts again from gamma; its "heuristic"
+    keeps the length across calls). Example: gamma=Heuristic(4)"""
 
     def update(self, step):
         if step.tree.tokens:  # a round without drafts (the last token) says nothing

@@ -1,15 +1,6 @@
-"""Drafters: the one protocol every drafting method follows (`Drafter`), and the independent drafters.
-
-Speculative sampling is lossless for *any* draft distribution q, as long as each drafted token really
-was drawn from the q that verification sees; a deterministic guess has no q (None).
-Independent drafters here (survey section 2.1.1):
-  * ModelDrafter: a small GPT drafting autoregressively, a chain (optionally stopped at the first
-    unsure token) or a static / dynamic tree (tree.grow_tree). The shipped `draft`, or
-    `draft_distilled`, the same network distilled on the target (DistillSpec, Zhou et al. 2024).
-  * PromptLookupDrafter: no model at all (Saxena 2023, not in the survey). Find the last n tokens
-    earlier in the context and propose what followed them there; strong on code, which repeats.
-  * FallbackDrafter: ask one drafter, and another when the first has nothing.
-`load_drafter(name, target)` builds every shipped method by name.
+"""Drafters: the one protocol every drafting method follows (`Drafter`), and the independent drafters
+(survey section 2.1.1): ModelDrafter, PromptLookupDrafter and FallbackDrafter; `load_drafter(name, target)`
+builds every shipped method by name.
 """
 import torch
 
@@ -20,15 +11,11 @@ from .tree import Tree, grow_tree, score_tree, score_trees
 
 
 class Drafter:
-    """What the loop (speculate.speculative_generate) calls in every round. Subclasses implement draft.
-
-    reset(target, cache): a new prompt; draft(...) -> a Tree of at most gamma drafted tokens;
-    score(...): the round's ONE target call (default: tree.score_tree; early exit reuses its drafting);
-    accept(...): after verification, the kept path and what the verification pass computed
-    (heads and EAGLE read its hidden states, lookahead its logits).
-    A batch of prompts: the loop calls the *_rows versions, one list entry per row. By default they
-    serve one row; a drafter that can serve many sets `batched` (and overrides what must be shared).
-    """
+    """What the loop (speculate.speculative_generate) calls: reset, then draft, score and accept every round;
+    subclasses implement draft. Speculative sampling is lossless for *any* draft distribution q, as long as
+    each drafted token really was drawn from the q that verification sees (a deterministic guess has q None).
+    For a batch of prompts the loop calls the *_rows versions (one list entry per row); by default they serve
+    one row: a drafter that can serve many sets `batched` (and overrides what must be shared)."""
 
     vocab_size = None  # a drafter with its own vocabulary says so: it must equal the target's
     calls = 0          # draft forward passes so far
@@ -43,12 +30,13 @@ class Drafter:
         raise NotImplementedError
 
     def score(self, target, cache, context, tree):
-        """The verification pass: the target's last hidden states (T, C) and logits (T, V) of every token
-        it read: the uncached end of the context, then the N nodes (the last 1 + N rows: root, nodes)."""
+        """The round's ONE target call (early exit overrides it to reuse its drafting): the target's last hidden
+        states (T, C) and logits (T, V) of the uncached context end, then the N nodes (last 1 + N rows: root, nodes)."""
         return score_tree(target, cache, context, tree)
 
     def accept(self, context, tree, path, hidden, logits):
-        """The target kept the nodes `path` of `tree` after `context` (context itself is not extended yet)."""
+        """The target kept the nodes `path` of `tree` after `context` (context itself is not extended yet);
+        hidden, logits: what score computed (heads and EAGLE read the hidden states, lookahead the logits)."""
 
     def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
         """One Tree per row (depths[b]: tokens row b still wants, minus one; 0 drafts nothing)."""
@@ -78,10 +66,11 @@ def pick(logits, qs, temperature, top_k, top_p, generator):
 
 
 class ModelDrafter(Drafter):
-    """A small GPT drafting with its own KV cache. By default a chain of gamma tokens; threshold: end
-    the chain after the first token whose max softmax is below it (transformers' confidence stop;
-    the length then depends only on the drafts, so sampling stays lossless). branching / width /
-    score_temperature: grow a tree of gamma nodes instead (tree.grow_tree).
+    """A small GPT drafting autoregressively with its own KV cache. By default a chain of gamma tokens;
+    threshold: end the chain after the first token whose max softmax is below it (transformers'
+    assistant_confidence_threshold, without its auto-tuning; the length then depends only on the drafts, so
+    sampling stays lossless). branching / width / score_temperature: a static or dynamic tree of gamma
+    nodes instead (tree.grow_tree).
     Example: speculative_generate(target, ModelDrafter(draft, threshold=0.5), ids, gamma=8)
     """
 
@@ -94,9 +83,8 @@ class ModelDrafter(Drafter):
             raise ValueError(f"width must be >= 1 (or None) and score_temperature > 0, got {width}, {score_temperature}")
         self.model, self.vocab_size, self.threshold = model, model.config.vocab_size, threshold
         self.branching, self.width, self.score_temperature = branching, width, score_temperature
+        self.batched = branching is None  # chains batch; a tree drafts one row at a time
         self.cache = None
-
-    batched = True  # chains only: a tree drafts one row at a time
 
     def reset(self, target=None, cache=None):  # twice block_size entries: room for a tree next to the context
         rows = 1 if cache is None else cache.k.shape[1]  # one row per row of the target's cache
@@ -114,8 +102,6 @@ class ModelDrafter(Drafter):
     def draft_rows(self, contexts, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depths=None):
         if len(contexts) == 1:  # through draft: one prompt is the plain case (and subclasses may override draft)
             return super().draft_rows(contexts, gamma, temperature, top_k, top_p, generator, depths)
-        if self.branching is not None:
-            raise ValueError("a tree-drafting ModelDrafter drafts one prompt at a time (branching=None batches)")
         return self.chains(contexts, gamma, temperature, top_k, top_p, generator, depths)
 
     @torch.inference_mode()
@@ -146,10 +132,11 @@ class ModelDrafter(Drafter):
 
 
 class PromptLookupDrafter(Drafter):
-    """Prompt lookup decoding: match the context's last n-gram earlier in the context, copy what followed.
+    """Prompt lookup decoding (Saxena 2023, not in the survey): no model at all, strong on code, which repeats.
 
-    The longest n in [min_n, max_n] with a match wins, and its most recent occurrence is proposed.
-    The copy may run into its own output (as in LZ77), so a repeating pattern continues periodically.
+    Match the context's last n-gram earlier in the context and copy what followed: the longest n in
+    [min_n, max_n] with a match wins, and its most recent occurrence is proposed. The copy may run into its
+    own output (as in LZ77), so a repeating pattern continues periodically.
     The guess is deterministic (q None): verification draws x ~ p and keeps the guess if x equals it.
     Example: PromptLookupDrafter(max_n=2).draft([5, 6, 7, 8, 5, 6], 3).tokens == [7, 8, 5]
     """
@@ -164,11 +151,8 @@ class PromptLookupDrafter(Drafter):
         for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
             tail = context[-n:]
             for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
-                if context[i:i + n] == tail:
-                    buf = list(context)
-                    for j in range(gamma):  # copy forward; past the end, copy the copy
-                        buf.append(buf[i + n + j])
-                    return buf[len(context):]
+                if context[i:i + n] == tail:  # copy what followed; past the end the copy repeats, period len - i - n
+                    return [context[i + n + j % (len(context) - i - n)] for j in range(gamma)]
         return []  # no match (or context shorter than min_n + 1): propose nothing
 
     batched = True  # no state: each row looks up its own context
@@ -228,10 +212,11 @@ def as_drafter(drafter, target):
 
 
 def load_drafter(name, target, **options):
-    """Every shipped method by name, ready for speculative_generate(target, drafter, ...):
-    "draft", "draft_distilled" (ModelDrafter options), "lookup" (PromptLookupDrafter), "early_exit"
-    (EarlyExitDrafter, default k=2), "medusa", "hydra" (HeadDrafter on the shipped heads, each with
-    its default static tree), "eagle" (EagleDrafter, an EAGLE-2 dynamic tree).
+    """Every shipped method by name, ready for speculative_generate(target, drafter, ...): "draft" and
+    "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024), both with
+    ModelDrafter options; "lookup" (PromptLookupDrafter); "early_exit" (EarlyExitDrafter, default k=2);
+    "medusa", "hydra" (HeadDrafter on the shipped heads, each with its default static tree); "eagle"
+    (EagleDrafter, an EAGLE-2 dynamic tree).
     Example: load_drafter("hydra", load_model("target"))
     """
     from . import eagle, selfspec

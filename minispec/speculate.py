@@ -1,14 +1,13 @@
-"""Autoregressive decoding (the baseline) and THE speculative loop: draft, verify, accept, roll back.
+"""Autoregressive decoding (the baseline) and THE speculative loop, one for every drafting method.
 
-One round of speculative decoding (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2),
-for every drafter (a separate model, prompt lookup, early exit, heads, lookahead):
+One round of speculative decoding (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2):
   1. the drafter drafts a tree of at most gamma tokens (a chain is a tree with one branch), each
      sampled token with the q it was drawn from;
   2. the target scores the uncached context and every drafted token in ONE forward pass (tree
      attention), giving p at the root and after every node;
   3. verify.verify_tree keeps a path of drafts and adds one token of the target's own (a
-     correction, or a bonus token after a leaf): greedy at temperature 0, lossless otherwise;
-  4. the target's KV cache keeps only the accepted path, and the drafter is told what was kept.
+     correction, or a bonus token after a leaf);
+  4. the target's KV cache keeps only the kept path, and the drafter is told what was kept.
 Every round costs one target call and yields between 1 and (depth of the tree) + 1 tokens.
 """
 import time
@@ -70,27 +69,6 @@ class Result:
     stats: Stats
 
 
-def prepare(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
-    """Check the arguments; the prompt as a list of ints (its end only, if crop_prompt and too long)."""
-    check_sampling_args(temperature, top_k, top_p)
-    if isinstance(ids, str):
-        raise ValueError("ids must be token ids, not text: use minispec.encode(text)")
-    ids = [int(i) for i in (ids.flatten().tolist() if torch.is_tensor(ids) else ids)]
-    V, block = model.config.vocab_size, model.config.block_size
-    if not ids or not all(0 <= i < V for i in ids):
-        raise ValueError(f"the prompt is empty or has ids outside [0, {V}): give token ids in that range")
-    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens}")
-    if max_new_tokens >= block:
-        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in block_size={block}")
-    if len(ids) + max_new_tokens > block:
-        if not crop_prompt:
-            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
-                             f"block_size={block}; shorten it or pass crop_prompt=True to keep its end")
-        ids = ids[len(ids) + max_new_tokens - block:]
-    return ids
-
-
 def _finish(ids, context, steps, max_new_tokens, eos_token, t0, draft_calls=0):
     """Cut the new tokens at max_new_tokens and right after the first eos_token; the stats."""
     tokens = context[len(ids):][:max_new_tokens]
@@ -109,12 +87,29 @@ def tokens_left(prompt, context, max_new_tokens, eos_token):
 
 
 def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
-    """A batch (a list of prompts) -> (the checked prompts, True); one prompt -> ([it], False)."""
+    """Check the arguments. A batch (a list of prompts) -> (its prompts, True); one prompt -> ([it], False);
+    each prompt a list of ints (its end only, if crop_prompt and too long)."""
+    check_sampling_args(temperature, top_k, top_p)
+    V, block = model.config.vocab_size, model.config.block_size
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens}")
+    if max_new_tokens >= block:
+        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in block_size={block}")
+    if isinstance(ids, str):
+        raise ValueError("ids must be token ids, not text: use minispec.encode(text)")
     row = lambda x: isinstance(x, (list, tuple)) or torch.is_tensor(x) and x.dim() > 0
     batch = isinstance(ids, (list, tuple)) and len(ids) > 0 and row(ids[0])
     batch = batch or torch.is_tensor(ids) and ids.dim() == 2 and len(ids) > 1  # (B, T): B prompts of T tokens
-    prompts = list(ids) if batch else [ids]
-    return [prepare(model, p, max_new_tokens, temperature, top_k, top_p, crop_prompt) for p in prompts], batch
+    prompts = []
+    for p in ids if batch else [ids]:
+        p = [int(i) for i in (p.flatten().tolist() if torch.is_tensor(p) else p)]
+        if not p or not all(0 <= i < V for i in p):
+            raise ValueError(f"the prompt is empty or has ids outside [0, {V}): give token ids in that range")
+        if len(p) + max_new_tokens > block and not crop_prompt:
+            raise ValueError(f"prompt ({len(p)} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
+                             f"block_size={block}; shorten it or pass crop_prompt=True to keep its end")
+        prompts.append(p[max(len(p) + max_new_tokens - block, 0):])  # crop_prompt: keep the end that fits
+    return prompts, batch
 
 
 @torch.inference_mode()
@@ -142,12 +137,10 @@ def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=N
 @torch.inference_mode()
 def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, temperature=0.0, top_k=None,
                          top_p=None, seed=0, eos_token=None, crop_prompt=False, rule=multi_draft_accept):
-    """Speculative decoding: `drafter` (a GPT, or any Drafter, e.g. load_drafter("hydra", target)) drafts,
-    `target` verifies. The one loop for every method.
+    """`drafter` (a GPT, or any Drafter, e.g. load_drafter("hydra", target)) drafts, `target` verifies.
 
-    ids: a prompt, or a list of prompts of any lengths (a batch: a list of Results, one per prompt).
-        Each row keeps its own number of drafts and its cache rolls back to its own length (batch.py);
-        the rows share gamma (a policy sees every row's rounds), wall_time and draft_calls.
+    ids: a prompt or a batch, as for generate. Each row keeps its own number of drafts and its cache rolls back
+        to its own length (batch.py); the rows share gamma (a policy sees every row's rounds), wall_time, draft_calls.
     gamma: drafted tokens the target scores per call (chain length, or tree nodes); an int, or a
         draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     temperature 0: output identical to generate(target, ...). temperature > 0: lossless, distributed
