@@ -7,10 +7,8 @@ head which branch it is on. EAGLE's head is one transformer block with its own K
     f_hat_{t+1} = Block(FC([f_t ; e(x_{t+1})])),        q_{t+2} = softmax(W_E f_hat_{t+1}),
 
 where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
-reads features the verification pass computed; deeper, its own predictions f_hat. Trees grow with
-tree.grow_tree (EAGLE-2: expand the `width` most probable paths per depth, keep the gamma nodes of
-highest joint draft probability). Training (scripts/train_eagle.py, eagle_loss) fits f_hat to the frozen
-target's features: SmoothL1(f_hat, f) + w_cls * CE(p, q), with noise on the input features.
+reads features the verification pass computed; deeper, its own predictions f_hat. The head is trained
+on the frozen target's features by scripts/train_eagle.py (its loss: eagle_loss there).
 """
 import torch
 import torch.nn as nn
@@ -82,16 +80,15 @@ class EagleDrafter(Drafter):
         if self.branching:
             return grow_tree(self, context, gamma, self.branching[:depth], self.width, temperature, top_k, top_p,
                              generator, self.score_temperature)
-        gamma = gamma if depth is None else min(gamma, depth)
         logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
-        while True:  # a chain: each step reads the last predicted feature and the token drawn after it
+        for _ in range(gamma if depth is None else min(gamma, depth)):
+            if tokens:  # a chain: each step reads the last predicted feature and the token drawn after it
+                x = torch.tensor([tokens[-1:]], device=logits.device)
+                self.f[-1] = self.head(self.f[-1][None, None], x, self.cache)[0, 0]
+                logits = self.head.logits(self.f[-1])
             tokens.append(pick(logits, qs, temperature, top_k, top_p, generator))
             self.calls += 1
-            if len(tokens) == gamma:
-                return Tree.chain(tokens, qs)
-            x = torch.tensor([tokens[-1:]], device=logits.device)
-            self.f[-1] = self.head(self.f[-1][None, None], x, self.cache)[0, 0]
-            logits = self.head.logits(self.f[-1])
+        return Tree.chain(tokens, qs)
 
     def expand(self, context, fed, nodes):
         """grow_tree's draft call: the head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""

@@ -1,11 +1,6 @@
-"""Self-speculation: the target drafts for itself, no second model (survey section 2.1.2); all are Drafters:
-  * Early exit (LayerSkip, Elhoushi et al. 2024): blocks 1..k + the shared ln_f and head draft on the
-    loop's ONE KV cache, and verification runs only blocks k+1..N: nothing is computed twice.
-  * Medusa heads (Cai et al. 2024) and Hydra's sequential heads (Ankner et al. 2024) guess the tokens
-    after the next one from the hidden state the verification pass computed at the last kept node.
-  * Jacobi / lookahead decoding (Santilli et al. 2023; Fu et al. 2024; not in the survey): the target's
-    outputs on W guessed tokens are the next guess; lookahead adds n-grams pooled from that trajectory.
-Heads and lookahead guess deterministically (q None; verify.verify_tree says why that is lossless).
+"""Self-speculation (survey section 2.1.2): the target drafts for itself, no second model. The Drafters:
+early exit, Medusa / Hydra heads, Jacobi / lookahead decoding. Heads and lookahead guess deterministically
+(q None; verify.verify_tree says why that is lossless).
 """
 import torch
 import torch.nn as nn
@@ -25,9 +20,10 @@ def early_exit_loss(exits, y):
 
 
 class EarlyExitDrafter(Drafter):
-    """Blocks 1..k draft, q = softmax(head(ln_f(h_k))), on the loop's cache; `score` reuses the drafts'
-    entries in blocks 1..k and their h_k, and runs only blocks k+1..N. threshold: end a round after the
-    first draft whose exit-k max softmax is below it (the confidence stop of Draft & Verify, Zhang et
+    """Early exit (LayerSkip, Elhoushi et al. 2024): blocks 1..k + the shared ln_f and head draft,
+    q = softmax(head(ln_f(h_k))), on the loop's ONE KV cache; `score` reuses the drafts' entries in blocks
+    1..k and their h_k, and runs only blocks k+1..N: nothing is computed twice. threshold: end a round after
+    the first draft whose exit-k max softmax is below it (the confidence stop of Draft & Verify, Zhang et
     al. 2024, who skip intermediate layers rather than exit early).
     Example: speculative_generate(target, EarlyExitDrafter(target, k=2), encode("def "), 16, gamma=4)
     """
@@ -68,9 +64,8 @@ class EarlyExitDrafter(Drafter):
 
     @torch.inference_mode()
     def score(self, target, cache, context, tree):
-        """Blocks < k only on the tokens never fed (the last draft); blocks >= k on the stored h_k."""
         seq = context + tree.tokens
-        self._shallow(seq)  # there is always one: the last draft, or the context's last token if none
+        self._shallow(seq)  # blocks < k on the one token never fed: the last draft (the context's last if none)
         self.cache.length = self.deep
         h = self.model.ln_f(self.model.blocks(torch.cat(self.h, 1), self.cache, range(self.k, self.model.config.n_layer)))
         self.cache.length, self.deep, self.h = len(seq), len(seq), []
@@ -85,8 +80,8 @@ def hidden_states(model, idx):  # idx (B, T) -> ln_f(h_N) (B, T, C): what lm_hea
 
 
 class MedusaHeads(nn.Module):
-    """Head i: logits_i = lm_head(h_t + SiLU(W_i h_t + b_i)) guesses token t + 2 + i; W_i = 0 at first,
-    so an untrained head repeats the target's next-token guess (Medusa-1's init).
+    """Medusa (Cai et al. 2024) head i: logits_i = lm_head(h_t + SiLU(W_i h_t + b_i)) guesses token t + 2 + i;
+    W_i = 0 at first, so an untrained head repeats the target's next-token guess (Medusa-1's init).
     sequential=True (Hydra, Ankner et al. 2024): head i also reads the token before its guess,
         z_0 = h_t,  z_{i+1} = z_i + SiLU(W_i [z_i; e(x_{t+1+i})] + b_i),  logits_i = lm_head(z_{i+1}),
     so each guess is conditioned on the path drafted so far (e: the target's own embedding).
@@ -180,23 +175,20 @@ class HeadDrafter(Drafter):
             return Tree()
         ranks = self.tree or medusa_tree(self.heads.accuracy or [[1.0]] * len(self.heads.res), gamma)
         ranks = [path[:depth] for path in ranks]
-        R, last = 1 + max(max(r) for r in ranks), context[-1]
+        R = 1 + max(max(r) for r in ranks)  # guesses needed per head
         self.calls += 1
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before
             top = self.heads(self.h).topk(R, -1).indices.tolist()  # (K, R)
             return Tree.from_paths([[top[d][r] for d, r in enumerate(path)] for path in ranks], gamma)
-        prefixes = sorted({path[:d] for path in ranks for d in range(len(path))}, key=len)
-        state, tokens = {(): (self.h, last)}, {(): []}  # rank prefix -> (z, its last token), its token path
-        for d in range(max(map(len, ranks))):  # one batched head call per depth
-            level = [pre for pre in prefixes if len(pre) == d]
-            z = self.heads.advance(torch.stack([state[pre][0] for pre in level]), d,
-                                   torch.tensor([state[pre][1] for pre in level]))
-            top = self.heads.logits(z).topk(R, -1).indices.tolist()  # (len(level), R)
-            for j, pre in enumerate(level):
-                for r in range(R):
-                    tokens[pre + (r,)] = tokens[pre] + [top[j][r]]
-                    state[pre + (r,)] = (z[j], top[j][r])
-        return Tree.from_paths([tokens[path] for path in ranks], gamma)
+        z, tokens = {(): self.h}, {(): [context[-1]]}  # rank prefix -> the z its children read; root token + its path
+        for d in range(max(map(len, ranks))):  # one batched head call per depth, on the prefixes of length d
+            level = sorted({path[:d] for path in ranks if len(path) > d})
+            zs = self.heads.advance(torch.stack([z[pre] for pre in level]), d, [tokens[pre][-1] for pre in level])
+            top = self.heads.logits(zs).topk(R, -1).indices.tolist()  # (len(level), R)
+            for pre, z_next, row in zip(level, zs, top):
+                for r, t in enumerate(row):
+                    z[pre + (r,)], tokens[pre + (r,)] = z_next, tokens[pre] + [t]
+        return Tree.from_paths([tokens[path][1:] for path in ranks], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
         root = len(hidden) - len(tree.tokens) - 1
@@ -204,9 +196,10 @@ class HeadDrafter(Drafter):
 
 
 class Lookahead(Drafter):
-    """Jacobi (candidates=0) and lookahead decoding: draft the last token + W guesses (+ up to `candidates`
-    pooled n-grams that start with it); the target's outputs, shifted past what was accepted, are the next
-    guesses. Example: speculative_generate(target, Lookahead(target), ids, 32, gamma=10)"""
+    """Jacobi (Santilli et al. 2023; candidates=0) and lookahead decoding (Fu et al. 2024), not in the survey:
+    draft the last token + W guesses (+ up to `candidates` pooled n-grams that start with it); the target's
+    outputs, shifted past what was accepted, are the next guesses.
+    Example: speculative_generate(target, Lookahead(target), ids, 32, gamma=10)"""
 
     def __init__(self, model, window=4, ngram=3, candidates=3):
         for name, v, lo in (("window", window, 1), ("ngram", ngram, 2), ("candidates", candidates, 0)):
@@ -239,8 +232,7 @@ class Lookahead(Drafter):
         n, cur = self.ngram, {start + j: t for j, t in enumerate(inputs)}
         for P, t in cur.items() if len(self.hist) >= n - 2 else ():
             gram = [self.hist[i - (n - 2)].get(P - (n - 2) + i) for i in range(n - 2)] + [t, out[P - start]]
-            if None not in gram:
-                pool = self.pool.setdefault(gram[0], [])
-                pool.remove(tuple(gram[1:])) if tuple(gram[1:]) in pool else None
-                pool.append(tuple(gram[1:]))
+            if None not in gram:  # the newest last, no repeats
+                rest = tuple(gram[1:])
+                self.pool[gram[0]] = [g for g in self.pool.get(gram[0], []) if g != rest] + [rest]
         self.hist = (self.hist + [cur])[-(n - 2):] if n > 2 else []

@@ -76,9 +76,9 @@ class Tree:
 
 
 def tree_mask(parents, n_ctx, n_prefix=0, nodes=None):
-    """Attention mask (T, n_ctx + b) for feeding the last n_prefix context tokens, then nodes a..b-1
-    (nodes=(a, b), default all) when the cache holds the rest of the context and nodes 0..a-1.
-    Node i sees the context, its ancestors and itself. Example: tree_mask([-1, -1, 0], n_ctx=2)
+    """Attention mask (T, n_ctx + b): node i sees the context, its ancestors and itself. Rows: the last
+    n_prefix context tokens (causal), then nodes a..b-1 (nodes=(a, b), default all), fed when the cache
+    holds the rest of the context and nodes 0..a-1. Example: tree_mask([-1, -1, 0], n_ctx=2)
     """
     a, b = nodes or (0, len(parents))
     anc = torch.eye(len(parents), dtype=torch.bool)  # anc[i, j]: j is i or an ancestor of i
@@ -90,10 +90,9 @@ def tree_mask(parents, n_ctx, n_prefix=0, nodes=None):
 
 
 def score_trees(model, cache, contexts, trees, nodes=None):
-    """One forward over each row's uncached context and its tree's nodes a..b-1 (default all) -> per row,
-    the last hidden states ln_f(h_N) (T_b, C) and the logits (T_b, V) of every token it fed: the
-    uncached context, then the nodes (so the last 1 + b - a rows are the root and the nodes, if the
-    root was fed). Rows of different lengths share the pass (batch.feed)."""
+    """One forward over each row's uncached context, then its tree's nodes a..b-1 (default all) -> per row,
+    ln_f(h_N) (T_b, C) and the logits (T_b, V) of every token fed (the last 1 + b - a rows: the root, if it
+    was fed, and the nodes). Rows of different lengths share the pass (batch.feed)."""
     seqs, pos, masks = [], [], []
     for L, context, tree in zip(cache.lengths, contexts, trees):
         prefix, (a, b), n = context[L:], nodes or (0, len(tree.tokens)), len(context)
@@ -114,16 +113,15 @@ def score_tree(model, cache, context, tree, nodes=None):
 def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, temperature=0.0, top_k=None,
               top_p=None, generator=None, score_temperature=1.0):
     """Draft a tree of at most gamma nodes, one draft call per depth: drafter.expand(context, fed, nodes)
-    returns the draft's logits after nodes a..b-1 of the tree `fed` (after the context if nodes is None).
+    returns the draft's logits after nodes a..b-1 of `fed`, the tree of the nodes expanded so far (after
+    the context if nodes is None): only expanded nodes are fed to the draft.
 
-    branching[d]: children of each expanded node at depth d: the draft's top-k at temperature 0,
-    iid draws from q otherwise. width: expand only the `width` nodes of each depth with the
-    highest path probability (dynamic, EAGLE-2); None expands them all (static). Only expanded
-    nodes are fed to the draft. At temperature 0 the gamma most probable nodes are kept, and growth
-    stops once no deeper node could be among them; sampled children cannot be pruned, so growth
-    stops at gamma nodes. A node's path probability is the product of softmax(draft logits /
-    score_temperature) along its path: below 1 it sharpens an underconfident draft (temperature
-    scaling, Guo et al. 2017).
+    branching[d]: children of each expanded node at depth d: the draft's top-k at temperature 0, iid
+    draws from q otherwise. width: expand only the `width` nodes of each depth with the highest path
+    probability (dynamic, EAGLE-2); None expands them all (static). At temperature 0 the gamma most
+    probable nodes are kept; sampled children cannot be pruned, so sampling stops at gamma nodes. A
+    node's path probability is the product of softmax(draft logits / score_temperature) along its path:
+    below 1 it sharpens an underconfident draft (temperature scaling, Guo et al. 2017).
     Example: grow_tree(ModelDrafter(load_model("draft")), encode("def "), 6, (2, 2)).tokens
     """
     if gamma < 1:
@@ -143,7 +141,7 @@ def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, tempe
         conf = torch.softmax(logits.float() / score_temperature, -1).cpu()  # the draft's confidence, also at T = 0
         nxt = []
         for node, lg, c in zip(level, logits, conf):
-            if temperature > 0:  # sampled children cannot be pruned later: draw no more than gamma
+            if temperature > 0:  # draw no more than gamma
                 k = min(k, gamma - len(tree.tokens))
                 if k < 1:
                     break
@@ -155,7 +153,7 @@ def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, tempe
         level = list(dict.fromkeys(nxt))
         if not level or (len(tree.tokens) >= gamma and
                          max(map(score, level)) < sorted(tree.scores, reverse=True)[gamma - 1]):
-            break  # (the second test: children are never more probable than their parent)
+            break  # or no deeper node can be among the gamma most probable (a child is never above its parent)
     if len(tree.tokens) > gamma:  # keep the most probable nodes: a subtree, as scores fall with depth
         tree = tree.select(sorted(range(len(tree.tokens)), key=lambda i: (-tree.scores[i], i))[:gamma])
     return tree
