@@ -1,9 +1,8 @@
 """python -m minispec "def fib(n):" [--drafter NAME]  -- speculative decoding on the shipped models.
 
-Prints the speculative continuation with kept drafts, corrections and bonus tokens in color, then
-a table on the same prompt, in the same run: autoregressive decoding, the plain draft model, the
-chosen drafter, and the best shipped combination (prompt lookup where the context repeats, else
-the distilled draft stopped at its first unsure token).
+Prints the speculative continuation (kept drafts, corrections and bonus tokens in color), then a table on the same
+prompt, in the same run: autoregressive decoding, the plain draft model, the chosen drafter, and the best shipped
+combination (prompt lookup where the context repeats, else the distilled draft stopped at its first unsure token).
 """
 import argparse
 
@@ -11,13 +10,12 @@ from . import FallbackDrafter, ModelDrafter, PromptLookupDrafter, encode, genera
 from .speculate import speculative_generate
 from .viz import ansi_trace
 
-DEFAULT_PROMPT = "def fibonacci(n):\n    "
 NAMES = ["draft", "draft_distilled", "lookup", "early_exit", "medusa", "hydra", "eagle"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m minispec", description="Speculative decoding demo.")
-    ap.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
+    ap.add_argument("prompt", nargs="?", default="def fibonacci(n):\n    ")
     ap.add_argument("--drafter", default="draft", choices=NAMES, help="a shipped drafting method")
     ap.add_argument("--gamma", type=int, default=4, help="drafted tokens the target scores per call")
     ap.add_argument("--temperature", type=float, default=0.8,
@@ -41,16 +39,15 @@ def main(argv=None):
         ar[name] = generate(target, ids, **kw)
         res[name] = speculative_generate(target, d, ids, gamma=g, **kw)
     print(args.prompt + ansi_trace(res[args.drafter].steps, args.show_rejected))
-    a = ar["plain draft"].stats
+    rows = [("autoregressive", "", ar["plain draft"].stats, 1.0)]  # generate: one token per target call
+    rows += [(name, runs[name][1], r.stats, ar[name].stats.wall_time / r.stats.wall_time) for name, r in res.items()]
     print(f"\n{'':22}{'gamma':>6}{'tokens/s':>10}{'target calls':>14}{'tokens/call':>13}{'speedup':>9}")
-    print(f"{'autoregressive':22}{'':>6}{a.tokens_per_second:10.1f}{a.target_calls:14d}{1:13.2f}{1:8.2f}x")
-    for name, r in res.items():
-        s = r.stats
-        print(f"{name:22}{runs[name][1]:6d}{s.tokens_per_second:10.1f}{s.target_calls:14d}{s.tokens_per_call:13.2f}"
-              f"{ar[name].stats.wall_time / s.wall_time:8.2f}x")
+    for name, gamma, s, speedup in rows:
+        print(f"{name:22}{gamma:>6}{s.tokens_per_second:10.1f}{s.target_calls:14d}{s.tokens_per_call:13.2f}"
+              f"{speedup:8.2f}x")
     print("(speedup: against the autoregressive run just before it; one prompt: noisy, see benchmarks/)")
     if args.temperature == 0:
-        print("identical to autoregressive greedy output:", all(r.tokens == a.tokens for r, a in zip(res.values(), ar.values())))
+        print("identical to autoregressive greedy output:", all(res[name].tokens == ar[name].tokens for name in res))
 
 
 if __name__ == "__main__":

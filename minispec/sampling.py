@@ -2,8 +2,6 @@
 
 Speculative sampling is lossless only if the draft token really was drawn from the `q` that the verifier sees,
 so one function, `probs`, turns logits into the distribution sampled from, identically for target (p) and draft (q).
-
-Temperature 0 means greedy: the distribution is one-hot on the argmax (ties: the lowest id).
 """
 import torch
 import torch.nn.functional as F
@@ -28,7 +26,7 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
     check_sampling_args(temperature, top_k, top_p)
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # softmax in at least float32 (float64 models stay float64)
-    if temperature == 0:
+    if temperature == 0:  # greedy: one-hot on the argmax (ties: the lowest id)
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:

@@ -1,14 +1,9 @@
 """Closed forms of speculative decoding (Leviathan et al. 2023, section 3), and the costs they need, measured.
 
-alpha    expected acceptance of one drafted token: alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)
+alpha    expected acceptance of one drafted token (acceptance_rate)
 gamma    drafted tokens per target call
 c        cost of one draft step divided by the cost of one target step
 v        cost of one target call on gamma + 1 tokens divided by one on 1 token (1 if free)
-
-If each drafted token is kept independently with probability alpha, the number kept is a truncated geometric
-variable, and each target call yields that many tokens plus one:
-    E[tokens per target call] = (1 - alpha^(gamma + 1)) / (1 - alpha)
-    speedup = E[tokens per target call] / (gamma * c + v)
 c and v are measured on this machine with `step_cost` (notebooks 00 and 03, the benchmarks).
 """
 import statistics
@@ -23,17 +18,18 @@ def tv_distance(p, q):
 
 
 def acceptance_rate(p, q):
-    """alpha = sum min(p, q) = 1 - TV(p, q): the chance a token drawn from q is kept."""
+    """alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q): the chance a token drawn from q is kept."""
     return torch.minimum(p, q).sum(-1)
 
 
 def expected_tokens(alpha, gamma):
-    """Expected tokens per target call: (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1."""
+    """E[tokens per target call] = E[drafts kept] + 1 = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1."""
     return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
 def accepted_pmf(alpha, gamma):
-    """P(n drafted tokens kept), n = 0..gamma: alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
+    """P(n drafted tokens kept), n = 0..gamma, each kept independently with probability alpha: truncated
+    geometric, alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
     return [alpha ** n * (1 - alpha) for n in range(gamma)] + [alpha ** gamma]
 
 
@@ -47,9 +43,8 @@ def alpha_from_acceptance(rate, gamma):
 
 
 def speedup(alpha, gamma, c, v=1.0):
-    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
-    per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per generated token
-    return 1 / per_token
+    """Walltime speedup over autoregressive decoding: E[tokens per target call] / (gamma * c + v)."""
+    return expected_tokens(alpha, gamma) / (gamma * c + v)  # gamma * c + v: one call's cost, in target steps
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):

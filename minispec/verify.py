@@ -3,19 +3,7 @@
 Notation (fixed for the whole project): the target's distribution is p, the draft's is q, the
 draft proposes gamma tokens x_1..x_gamma, and alpha is the chance that a drafted token is kept.
 (Chen et al. 2023 use the opposite letters, q for the target and p for the draft.)
-
-  * greedy_accept: keep the longest prefix on which the draft agrees with the target's argmax,
-    then add the target's own argmax. Output = the target's greedy text exactly.
-  * speculative_accept (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2): keep x_i with
-    probability accept_prob = min(1, p_i(x_i) / q_i(x_i)); at the first rejection, draw from the
-    residual norm(max(0, p_i - q_i)); if all gamma are kept, draw a bonus token from p_{gamma+1}.
-    Each emitted token is distributed exactly as p: P(keep, x) + P(reject) * residual(x)
-    = min(p, q)(x) + (p - min(p, q))(x) = p(x).
-  * multi_draft_accept (SpecInfer, Miao et al. 2024): several candidates drawn iid from q at one
-    tree node, tried in turn, replacing p by its residual after each rejection.
-  * verify_tree: the walk the decoding loop does for every drafter (a chain is a tree with one
-    branch): greedy at temperature 0, multi_draft_accept node by node otherwise.
-  * typical_accept (Medusa, Cai et al. 2024) is LOSSY, used only when asked for by name.
+Every rule here is lossless, except typical_accept, which is used only when asked for by name.
 """
 import torch
 
@@ -43,12 +31,13 @@ def _check(draft_tokens, p, q=None):
         raise ValueError(f"p must have shape (gamma + 1, V) = ({g + 1}, V), got {tuple(p.shape)}")
     if q is not None and tuple(q.shape) != (g, p.shape[1]):
         raise ValueError(f"q must have shape (gamma, V) = ({g}, {p.shape[1]}), got {tuple(q.shape)}")
-    if g and not 0 <= min(draft_tokens) <= max(draft_tokens) < p.shape[1]:
+    if not all(0 <= t < p.shape[1] for t in draft_tokens):
         raise ValueError(f"draft tokens must lie in [0, {p.shape[1]}), got {list(draft_tokens)}")
 
 
 def greedy_accept(draft_tokens, p):
-    """draft_tokens (g,), p (g+1, V) -> (n accepted, token the target adds).
+    """draft_tokens (g,), p (g+1, V) -> (n accepted, token the target adds): keep the longest prefix on which
+    the draft agrees with the target's argmax, then add the target's own; output = the target's greedy text exactly.
 
     Example: greedy_accept([2, 0], torch.eye(3)[[2, 1, 0]]) == (1, 1)
     """
@@ -62,7 +51,11 @@ def greedy_accept(draft_tokens, p):
 
 
 def speculative_accept(draft_tokens, q, p, generator=None):
-    """draft_tokens (g,) drawn from q (g, V); target p (g+1, V) -> (n accepted, token added)."""
+    """draft_tokens (g,) drawn from q (g, V); target p (g+1, V) -> (n accepted, token added).
+
+    Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2. Each emitted token is distributed exactly
+    as p: P(keep, x) + P(reject) * residual(x) = min(p, q)(x) + (p - min(p, q))(x) = p(x).
+    """
     draft_tokens = [int(t) for t in draft_tokens]
     _check(draft_tokens, p, q)
     for i, x in enumerate(draft_tokens):
@@ -78,8 +71,8 @@ def speculative_accept(draft_tokens, q, p, generator=None):
 def multi_draft_accept(candidates, q, p, generator=None):
     """k candidates drawn iid from q (V,) at one node; target p (V,) -> the emitted token (~ p).
 
-    Try each candidate with min(1, p/q); after a rejection p becomes norm(max(0, p - q)), the
-    distribution of what the target still owes; if every candidate fails, sample from that.
+    SpecInfer (Miao et al. 2024): try each candidate with min(1, p/q); after a rejection p becomes
+    norm(max(0, p - q)), the distribution of what the target still owes; if every candidate fails, sample from that.
     """
     if q.dim() != 1 or p.shape != q.shape:
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and {tuple(q.shape)}")
@@ -91,14 +84,14 @@ def multi_draft_accept(candidates, q, p, generator=None):
 
 
 def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accept):
-    """Walk a drafted tree with the target's p (1 + N, V): row 0 after the context (the root), row 1 + i
-    after node i -> (path: the kept nodes, root's child first; token: the target's own next token).
+    """Walk any drafter's tree (a chain is one branch) with the target's p (1 + N, V): row 0 after the context
+    (the root), row 1 + i after node i -> (path: the kept nodes, root's child first; token: the target's own next).
 
-    Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain).
-    Otherwise, at each node: `rule` turns the candidates drawn from the draft's q there into one token
-    ~ p (speculative_accept's step, on a chain); descend if it is a child, else stop. Where the
-    children are deterministic guesses (q is None: heads, lookahead), draw x ~ p and descend if a child
-    holds it. Every emitted token follows p, so by induction over depth the output does too.
+    Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain). Otherwise, at each
+    node: `rule` turns the candidates drawn from the draft's q there into one token ~ p (speculative_accept's
+    step, on a chain); descend if it is a child, else stop. Where the children are deterministic guesses (q is
+    None: heads, lookahead), draw x ~ p and descend if a child holds it. Every emitted token follows p, so by
+    induction over depth the output does too.
     """
     path, node = [], -1
     while True:
@@ -116,8 +109,8 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
 
 
 def typical_accept(candidates, q, p, generator=None, eps=0.3, delta=0.09):
-    """LOSSY (Medusa's typical acceptance): keep the first candidate with p(x) > min(eps, delta * exp(-H(p))),
-    else sample from p. Faster on high-entropy text, but the output no longer follows p."""
+    """LOSSY (Medusa, Cai et al. 2024): keep the first candidate with p(x) > min(eps, delta * exp(-H(p))), else
+    sample from p. Faster on high-entropy text, but the output no longer follows p."""
     entropy = -(p * p.clamp(min=1e-30).log()).sum()
     ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
     return ok[0] if ok else sample(p, generator)

@@ -1,11 +1,6 @@
 """Seeing speculative decoding: which drafted tokens did the target keep, and what did it add?
 
-Every round of `speculative_generate` leaves a Step record; `trace_segments` turns them into (text, kind) pieces:
-accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's token after a
-rejection), bonus (its free token after a fully kept draft), colored alike by `ansi_trace` (terminal),
-`html_trace` (notebook) and `plot_trace` (figure). `draw_tree` draws a drafted tree with its accepted path;
-`show(fn)` prints the package's own source of a function: a notebook shows the code under its equation (one
-source of truth). Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
+Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
 """
 import html
 import inspect
@@ -26,7 +21,9 @@ _RESET = "\033[0m"
 
 
 def trace_segments(steps, show_rejected=True):
-    """Step records -> list of (text, kind)."""
+    """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind: accepted (a kept draft),
+    rejected (a discarded draft, struck through), correction (the target's token after a rejection), bonus (its free
+    token after a fully kept draft). ansi_trace (terminal), html_trace and plot_trace color them alike."""
     out = []
     for s in steps:
         out += [(decode([t]), "accepted") for t in s.drafted[:s.accepted]]
@@ -61,10 +58,7 @@ def _axes(ax, ncols=1, size=(7, 3)):
 
 
 def plot_trace(steps, show_rejected=True, width=80, ax=None):
-    """The colored trace as a static matplotlib figure (monospace; rejected newlines shown as ⏎).
-
-    Example: plot_trace(speculative_generate(target, draft, encode("def "), 40).steps)
-    """
+    """The colored trace as a static matplotlib figure (monospace; rejected newlines shown as ⏎)."""
     cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
     for kind, group in itertools.groupby(trace_segments(steps, show_rejected), key=lambda seg: seg[1]):
         text = "".join(t for t, _ in group).replace("\t", "    ").replace("\n", "⏎" if kind == "rejected" else "\n")
@@ -107,8 +101,7 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     """
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
-    labels = labels or [repr(decode([i]))[1:-1].replace(" ", "␣") for i in range(len(p))]
-    labels = [labels[i] for i in idx.tolist()]
+    labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣") for i in idx.tolist()]
     kept, res, x = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy(), np.arange(len(idx))
     fig, axes = _axes(ax, ncols=2, size=(9, 3)) if ax is None else (ax[0].figure, ax)
     axes[0].bar(x, kept, color=COLORS["accepted"], label="min(p, q): kept")
@@ -171,7 +164,7 @@ def pq_explorer(target, draft, prompt, top=12):
 
 
 def show(*objs):
-    """Print the source of each function or class: the code a notebook teaches, shown from the package."""
+    """Print each function's or class's source: a notebook shows the code under its equation (one source of truth)."""
     for obj in objs:
         print(inspect.getsource(obj))
 
