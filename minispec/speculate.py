@@ -58,9 +58,6 @@ class Stats:
     wall_time: float          # seconds
     tokens_per_second: float
 
-    def __getitem__(self, name):  # stats["target_calls"] reads like a dict, too
-        return getattr(self, name)
-
 
 @dataclass
 class Result:
