@@ -94,12 +94,14 @@ def score_trees(model, cache, contexts, trees, nodes=None):
     ln_f(h_N) (T_b, C) and the logits (T_b, V) of every token fed (the last 1 + b - a rows: the root, if it
     was fed, and the nodes). Rows of different lengths share the pass (batch.feed)."""
     seqs, pos, masks = [], [], []
+    chains = all(t.parents == list(range(-1, len(t.parents) - 1)) for t in trees)  # need no tree mask: causal
     for L, context, tree in zip(cache.lengths, contexts, trees):
         prefix, (a, b), n = context[L:], nodes or (0, len(tree.tokens)), len(context)
         seqs.append(prefix + tree.tokens[a:b])
-        pos.append(torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]))  # depth d: n - 1 + d
-        masks.append(tree_mask(tree.parents, n, len(prefix), (a, b)))
-    h, logits = feed(model, cache, seqs, pos, masks)
+        if not chains:
+            pos.append(torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]))  # depth d: n - 1 + d
+            masks.append(tree_mask(tree.parents, n, len(prefix), (a, b)))
+    h, logits = feed(model, cache, seqs, pos or None, masks or None)  # None: feed's consecutive positions, causal
     return [h[b, :len(s)] for b, s in enumerate(seqs)], [logits[b, :len(s)] for b, s in enumerate(seqs)]
 
 
