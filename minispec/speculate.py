@@ -100,8 +100,10 @@ def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
     prompts = []
     for p in ids if batch else [ids]:
         p = [int(i) for i in (p.flatten().tolist() if torch.is_tensor(p) else p)]
-        if not p or not all(0 <= i < V for i in p):
-            raise ValueError(f"the prompt is empty or has ids outside [0, {V}): give token ids in that range")
+        if not p:
+            raise ValueError("the prompt is empty: give at least one token id")
+        if not all(0 <= i < V for i in p):
+            raise ValueError(f"the prompt has ids outside [0, {V}): give token ids in that range")
         if len(p) + max_new_tokens > block and not crop_prompt:
             raise ValueError(f"prompt ({len(p)} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
                              f"block_size={block}; shorten it or pass crop_prompt=True to keep its end")

@@ -76,6 +76,8 @@ def multi_draft_accept(candidates, q, p, generator=None):
     """
     if q.dim() != 1 or p.shape != q.shape:
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and {tuple(q.shape)}")
+    if not all(0 <= int(c) < len(p) for c in candidates):
+        raise ValueError(f"candidates must lie in [0, {len(p)}), got {list(candidates)}")
     for x in (int(c) for c in candidates):
         if torch.rand((), generator=generator) < accept_prob(p[x], q[x]):
             return x

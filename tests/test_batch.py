@@ -181,8 +181,10 @@ def test_tree_model_drafter_cannot_batch_and_bad_rows_raise(shipped_pair):
     target, draft = shipped_pair
     with pytest.raises(ValueError, match="one prompt at a time"):
         ms.speculative_generate(target, ms.ModelDrafter(draft, branching=(2, 2)), [[1, 2], [3]], 4)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="prompt is empty"):
         ms.generate(target, [[1, 2], []], 4)
+    with pytest.raises(ValueError, match="outside"):
+        ms.generate(target, [[1, 2], [256]], 4)
     cache = target.new_cache(2)
     ms.batch.feed(target, cache, [[1, 2, 3], [4]])
     assert cache.lengths == [3, 1]

@@ -167,7 +167,7 @@ def test_greedy_tree_wider_than_the_blocks_room(random_gpt):
     assert max(len(s.tree.tokens) for s in res.steps) > 64 - len(ids) - 15
 
 
-PROMPT = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes 2, 0, 1
+PROMPT = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes what followed it, 2, 0, ...
 
 
 @pytest.mark.parametrize("name", DRAFTERS)

@@ -185,7 +185,6 @@ def test_early_exit_and_all_exits(model):
 def test_encode_decode_roundtrip(text):
     ids = ms.encode(text)
     assert isinstance(ids, list) and all(isinstance(i, int) and 0 <= i < 256 for i in ids)
-    assert ids == list(text.encode("utf-8"))
     assert decode(ids) == text
 
 
@@ -235,8 +234,7 @@ def test_load_unknown_model_raises(tmp_path):
 
 @pytest.mark.parametrize("name", ["target", "draft"])
 def test_shipped_model_loads(name):
-    if not (WEIGHTS_DIR / f"{name}.pt").exists():
-        pytest.skip(f"minispec/weights/{name}.pt not present")
+    assert (WEIGHTS_DIR / f"{name}.pt").exists(), "the shipped weights are part of the package"
     m = ms.load_model(name)
     assert not m.training and m.config.vocab_size == 256
     assert all(p.dtype == torch.float32 and p.device.type == "cpu" for p in m.parameters())

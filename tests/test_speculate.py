@@ -83,7 +83,7 @@ def test_steps_rebuild_the_output(byte_pair):
         emitted = [t for s in res.steps for t in [s.tree.tokens[i] for i in s.path] + [s.token]]
         assert emitted == res.tokens
         for s in res.steps:
-            assert len(s.tree.tokens) <= 4 and s.accepted == len(s.path) <= len(s.tree.tokens)
+            assert len(s.path) <= len(s.tree.tokens) <= 4
             assert s.drafted[:s.accepted] == [s.tree.tokens[i] for i in s.path]  # a chain: drafted = its tokens
             assert s.drafted == s.tree.tokens and s.bonus == (s.accepted == len(s.tree.tokens))
 
@@ -388,11 +388,11 @@ def test_crop_prompt_keeps_the_end(random_gpt):
 # --- bad input: a ValueError that names the problem ---------------------------------------------
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(ids=[]), "empty"),
+    (dict(ids=[]), "prompt is empty"),
     (dict(ids="def f"), "token ids"),
     (dict(ids=list(range(60))), "block_size"),
-    (dict(ids=[300]), r"\[0, 256\)"),
-    (dict(ids=[-1]), r"\[0, 256\)"),
+    (dict(ids=[300]), r"outside \[0, 256\)"),
+    (dict(ids=[-1]), r"outside \[0, 256\)"),
     (dict(max_new_tokens=0), "max_new_tokens"),
     (dict(max_new_tokens=2.5), "max_new_tokens"),
     (dict(max_new_tokens=64), "max_new_tokens"),

@@ -312,3 +312,6 @@ def test_multi_draft_lossy_rules_are_detected(rule, exact_law, chi2_pvalue):
 def test_multi_draft_accept_rejects_bad_shapes():
     with pytest.raises(ValueError, match="shape"):
         ms.multi_draft_accept([0], torch.full((4,), 0.25), torch.full((5,), 0.2))
+    for bad in ([-1], [0, 4]):  # -1 would silently index from the end
+        with pytest.raises(ValueError, match=r"candidates must lie in \[0, 4\)"):
+            ms.multi_draft_accept(bad, torch.full((4,), 0.25), torch.full((4,), 0.25))

@@ -38,7 +38,7 @@ def test_trace_segments_rebuild_the_output(sampled):
     assert kinds.count("accepted") == sum(s.accepted for s in sampled.steps)
     assert kinds.count("rejected") == sum(len(s.drafted) - s.accepted for s in sampled.steps)
     assert kinds.count("bonus") + kinds.count("correction") == len(sampled.steps)
-    assert {"accepted", "rejected", "correction"} <= set(kinds), "the fixture should exercise every kind"
+    assert {"accepted", "rejected", "correction"} <= set(kinds), "the fixture should exercise accepted, rejected and correction"
 
 
 def test_html_and_ansi_traces(sampled):
