@@ -7,7 +7,7 @@ import torch
 from .model import GPT, load_model
 from .sampling import probs, sample
 from .batch import feed
-from .tree import Tree, grow_tree, score_tree, score_trees
+from .tree import Tree, check_tree_options, grow_tree, score_tree, score_trees
 
 
 class Drafter:
@@ -77,10 +77,7 @@ class ModelDrafter(Drafter):
     def __init__(self, model, threshold=None, branching=None, width=None, score_temperature=1.0):
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
-        if branching is not None and (not branching or any(int(k) != k or k < 1 for k in branching)):
-            raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
-        if (width is not None and width < 1) or not score_temperature > 0:
-            raise ValueError(f"width must be >= 1 (or None) and score_temperature > 0, got {width}, {score_temperature}")
+        check_tree_options(branching, width, score_temperature)
         self.model, self.vocab_size, self.threshold = model, model.config.vocab_size, threshold
         self.branching, self.width, self.score_temperature = branching, width, score_temperature
         self.batched = branching is None  # chains batch; a tree drafts one row at a time

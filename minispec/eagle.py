@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from .drafters import Drafter, pick
 from .model import WEIGHTS_DIR, Block, GPTConfig, KVCache
-from .tree import Tree, grow_tree, tree_mask
+from .tree import Tree, check_tree_options, grow_tree, tree_mask
 
 
 class EagleHead(nn.Module):
@@ -61,6 +61,7 @@ class EagleDrafter(Drafter):
     """
 
     def __init__(self, head, branching=None, width=None, score_temperature=1.0):
+        check_tree_options(branching, width, score_temperature)
         self.head, self.model, self.branching, self.width = head, head.target[0], branching, width
         self.score_temperature, self.vocab_size = score_temperature, head.config.vocab_size
 

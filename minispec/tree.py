@@ -111,6 +111,14 @@ def score_tree(model, cache, context, tree, nodes=None):
     return h, logits
 
 
+def check_tree_options(branching, width, score_temperature):
+    """grow_tree's options as a drafter takes them (branching None: a chain): ValueError naming the bad one."""
+    if branching is not None and (not branching or any(int(k) != k or k < 1 for k in branching)):
+        raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
+    if (width is not None and width < 1) or not score_temperature > 0:
+        raise ValueError(f"width must be >= 1 (or None) and score_temperature > 0, got {width}, {score_temperature}")
+
+
 @torch.inference_mode()
 def grow_tree(drafter, context, gamma, branching=(4, 2, 2, 1), width=None, temperature=0.0, top_k=None,
               top_p=None, generator=None, score_temperature=1.0):
