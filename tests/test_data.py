@@ -1,8 +1,10 @@
 """The shipped held-out text (minispec.data): the files, the benchmark prompts, batches, bits per byte."""
 import hashlib
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import minispec as ms
 from minispec import data
@@ -53,10 +55,32 @@ def test_get_batch():
 
 def test_bits_per_byte_known_answer(random_gpt):
     """A model whose logits are all zero predicts every byte with probability 1/256: 8 bits per byte, at
-    every exit; a real model does better than that."""
+    every exit, whatever the targets (so this alone cannot catch misaligned windows: see below)."""
     m = random_gpt(vocab_size=256, n_layer=2, n_embd=16, block_size=32)
     with torch.no_grad():
         m.wte.weight.zero_()  # tied: the head's logits are 0
     text = data.heldout()[:2000]
     bpb = data.bits_per_byte(m, text, block_size=32, max_windows=4)
     assert bpb == pytest.approx([8.0, 8.0], abs=1e-5)
+
+
+def test_bits_per_byte_windows_and_next_byte_targets(random_gpt):
+    """65 bytes, block 32, 2 windows: the windows are text[0:32] and text[32:64] exactly, each scored against
+    the NEXT bytes (text[1:33], text[33:65]); the full model's entry is their mean cross-entropy / ln 2,
+    computed here from plain forwards."""
+    m = random_gpt(vocab_size=256, n_layer=2, n_embd=16, block_size=32, seed=1)
+    text = data.heldout()[1000:1065]
+    bpb = data.bits_per_byte(m, text, block_size=32, max_windows=2)
+    with torch.no_grad():
+        ce = [F.cross_entropy(m(text[s:s + 32][None])[0], text[s + 1:s + 33]) for s in (0, 32)]
+    assert len(bpb) == 2 and bpb[-1] == pytest.approx(float(sum(ce)) / 2 / math.log(2), rel=1e-5)
+    with torch.no_grad():
+        one = F.cross_entropy(m(text[:32][None])[0], text[1:33]) / math.log(2)
+    assert data.bits_per_byte(m, text, block_size=32, max_windows=1)[-1] == pytest.approx(float(one), rel=1e-5)
+
+
+def test_shipped_target_beats_uniform_on_heldout(shipped):
+    """The shipped target, on a few windows of the held-out text, needs fewer than 8 bits per byte (what a
+    uniform guess over 256 bytes needs), at every exit."""
+    bpb = data.bits_per_byte(shipped, data.heldout(), block_size=64, max_windows=4)
+    assert len(bpb) == shipped.config.n_layer and all(b < 8 for b in bpb)

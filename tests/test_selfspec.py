@@ -240,12 +240,55 @@ def test_lookahead_guesses_are_the_targets_outputs(random_gpt):
 
     res = ms.speculative_generate(m, Spy(m, 3, 3, 2), [1, 2, 3, 1, 2, 3, 1, 2], 40, gamma=6)
     assert max(len(r[2].tokens) for r in rounds) > 3  # pooled n-grams were drafted beyond the window
+    assert any(any(i >= len(inputs) - 1 for i in path) for _, inputs, _, path, _ in rounds)  # and one was kept
     with torch.no_grad():
         for context, inputs, tree, path, guess in rounds:
             assert len(tree.tokens) <= 6 and tree.tokens[:len(inputs) - 1] == inputs[1:]
             out = m(torch.tensor([context[:-1] + inputs]))[0, len(context) - 1:].argmax(-1).tolist()
             assert guess == out[len(path) + 1:]
     assert res.tokens == ms.generate(m, [1, 2, 3, 1, 2, 3, 1, 2], 40).tokens
+
+
+def test_lookahead_harvest_known_answer(random_gpt):
+    """The n-gram pool of lookahead decoding (Fu et al. 2024), n = 4, window 2, on synthetic rounds. Round r
+    feeds inputs at positions start_r..start_r + 2 and the target answers out_r[j] after position start_r + j.
+    A 4-gram ends in round r at position P: the inputs at P-2 in round r-2 and at P-1 in round r-1, round r's
+    input at P, then out_r[P - start_r]; the pool maps its first token to the other three, newest last.
+        round 0, start 10: inputs 1 2 3 at 10..12           (no earlier rounds: nothing harvested)
+        round 1, start 11: inputs 4 5 6 at 11..13           (one earlier round: nothing harvested)
+        round 2, start 12: inputs 7 8 9 at 12..14, out 20 21 22:
+            P=12: 1 (r0@10) 4 (r1@11) 7 (r2@12) 20 -> pool[1] = [(4, 7, 20)]
+            P=13: 2 (r0@11) 5 (r1@12) 8 (r2@13) 21 -> pool[2] = [(5, 8, 21)]
+            P=14: 3 (r0@12) 6 (r1@13) 9 (r2@14) 22 -> pool[3] = [(6, 9, 22)]
+        round 3, start 14 (a draft kept): inputs 1 6 4 at 14..16, out 30 31 32:
+            P=14: 5 (r1@12) 8 (r2@13) 1 (r3@14) 30 -> pool[5] = [(8, 1, 30)]
+            P=15: 6 (r1@13) 9 (r2@14) 6 (r3@15) 31 -> pool[6] = [(9, 6, 31)]
+            P=16: round 1 fed nothing at 14: no 4-gram
+        round 4, start 15: inputs 2 7 3 at 15..17, out 40 41 42:
+            P=15: 8 (r2@13) 1 (r3@14) 2 (r4@15) 40 -> pool[8] = [(1, 2, 40)]
+            P=16: 9 (r2@14) 6 (r3@15) 7 (r4@16) 41 -> pool[9] = [(6, 7, 41)]
+            P=17: round 2 fed nothing at 15: no 4-gram
+        round 5, start 16: inputs 5 3 4 at 16..18, out 50 51 52:
+            P=16: 1 (r3@14) 2 (r4@15) 5 (r5@16) 50 -> pool[1] = [(4, 7, 20), (2, 5, 50)]  (newest last)
+            P=17: 6 (r3@15) 7 (r4@16) 3 (r5@17) 51 -> pool[6] = [(9, 6, 31), (7, 3, 51)]
+            P=18: 4 (r3@16) 3 (r4@17) 4 (r5@18) 52 -> pool[4] = [(3, 4, 52)]
+        round 6, start 17: inputs 8 9 9 at 17..19, out 21 60 61:
+            P=17: 2 (r4@15) 5 (r5@16) 8 (r6@17) 21 -> already in pool[2]: kept once
+            P=18: 7 (r4@16) 3 (r5@17) 9 (r6@18) 60 -> pool[7] = [(3, 9, 60)]
+            P=19: 3 (r4@17) 4 (r5@18) 9 (r6@19) 61 -> pool[3] = [(6, 9, 22), (4, 9, 61)]
+    """
+    la = Lookahead(random_gpt(vocab_size=8, n_layer=1), window=2, ngram=4)
+    rounds = [(10, [1, 2, 3], [0, 0, 0]), (11, [4, 5, 6], [0, 0, 0]), (12, [7, 8, 9], [20, 21, 22])]
+    for start, inputs, out in rounds:  # n - 1 = 3 rounds: the first 4-grams
+        la._harvest(start, inputs, out)
+    assert la.pool == {1: [(4, 7, 20)], 2: [(5, 8, 21)], 3: [(6, 9, 22)]}
+    la._harvest(14, [1, 6, 4], [30, 31, 32])
+    la._harvest(15, [2, 7, 3], [40, 41, 42])
+    la._harvest(16, [5, 3, 4], [50, 51, 52])
+    la._harvest(17, [8, 9, 9], [21, 60, 61])
+    assert la.pool == {1: [(4, 7, 20), (2, 5, 50)], 2: [(5, 8, 21)], 3: [(6, 9, 22), (4, 9, 61)], 4: [(3, 4, 52)],
+                       5: [(8, 1, 30)], 6: [(9, 6, 31), (7, 3, 51)], 7: [(3, 9, 60)], 8: [(1, 2, 40)],
+                       9: [(6, 7, 41)]}
 
 
 @pytest.mark.parametrize("kw, name", [(dict(window=0), "window"), (dict(ngram=1), "ngram"),

@@ -153,6 +153,51 @@ def test_gamma_stops_growing_without_changing_the_tree(random_gpt, seed):
     assert max(small.depths()) < max(full.depths()) == 10  # full: grown to all 10 depths
 
 
+@pytest.mark.parametrize("width", [None, 2])
+@pytest.mark.parametrize("t", [0.5, 2.0])
+def test_scores_are_path_products_at_the_score_temperature(random_gpt, t, width):
+    """Known answer: a node's score is prod_d softmax(l_d / t)[x_d] along its path x_1..x_k, where l_d are the
+    draft's logits after context + x_1..x_{d-1}, here from a plain forward of context + path (no tree mask)."""
+    draft = random_gpt(vocab_size=8, n_layer=1, seed=3)
+    ctx = [1, 2, 3]
+    tree = grow_tree(drafter_for(draft), ctx, 1000, (3, 2, 2), width=width, score_temperature=t)
+    assert len(tree.tokens) == (3 + 6 + 12 if width is None else 3 + 4 + 4)
+    with torch.no_grad():
+        for i in range(len(tree.tokens)):
+            path = [tree.tokens[j] for j in path_to(tree, i)]
+            logits = draft(torch.tensor([ctx + path]))[0, len(ctx) - 1:-1].double()  # (len(path), V)
+            want = torch.softmax(logits / t, -1).gather(-1, torch.tensor(path)[:, None]).prod()
+            assert tree.scores[i] == pytest.approx(float(want), rel=1e-5)
+
+
+class ExpandSpy(ModelDrafter):
+    """Records the token path of every node grow_tree feeds to the draft (the nodes it expands)."""
+
+    def expand(self, context, fed, nodes):
+        for i in range(*(nodes or (0, 0))):
+            self.expanded.append(tuple(fed.tokens[j] for j in path_to(fed, i)))
+        return super().expand(context, fed, nodes)
+
+
+def test_score_temperature_decides_how_deep_a_width_1_tree_grows(random_gpt):
+    """width 1 expands the draft's argmax at each depth whatever t (the order within a parent's children does
+    not change), but t decides when growth stops and which gamma nodes are kept: sharpened (t = 0.5) the
+    argmax chain outscores the root's other children and is expanded to depth 3; flattened (t = 2) the root's
+    top 3 outscore every grandchild, so growth stops after expanding the first child."""
+    draft = random_gpt(vocab_size=8, n_layer=1, seed=3)
+    got = {}
+    for t in (0.5, 2.0):
+        d = ExpandSpy(draft)
+        d.reset()
+        d.expanded = []
+        tree = grow_tree(d, [4, 5], 3, (3, 3, 3, 3), width=1, score_temperature=t)
+        got[t] = (d.expanded, tree.parents, d.calls)
+    sharp, flat = got[0.5], got[2.0]
+    assert sharp[0][:len(flat[0])] == flat[0] and len(flat[0]) == 1 < len(sharp[0]) == 3  # the same chain, deeper
+    assert sharp[1] == [-1, 0, 1] and flat[1] == [-1, -1, -1]  # kept: the chain vs the root's top 3
+    assert (sharp[2], flat[2]) == (4, 2)
+
+
 def test_dynamic_tree_expands_only_the_best(random_gpt):
     """width 1: only the most probable node of each depth has children."""
     d = drafter_for(random_gpt(vocab_size=8, n_layer=1, seed=5))
