@@ -3,7 +3,6 @@ that prompt alone gives at temperature 0, lossless per row at temperature 1, and
 bugs (phantom keys, uniform positions) reproduced as negative controls that these checks catch.
 """
 import copy
-import itertools
 
 import pytest
 import torch
@@ -81,21 +80,24 @@ def test_rows_finish_independently_at_eos(shipped_pair, batch_prompts, alone):
 PROMPTS, M = [[1], [2, 0, 1], [0, 2, 2, 1, 0]], 2  # vocabulary 3: rows of different lengths, m new tokens
 
 
-def joint_law(target, prompts, m):
-    """Rows are independent, each distributed as the target alone: the product of the rows' laws."""
-    V, law = target.config.vocab_size, None
+def joint_law(target_law, target, prompts, m):
+    """Rows are independent, each distributed as the target alone: the product of the rows' laws (V^(m B),)."""
+    law = torch.ones(1, dtype=torch.float64)
     for p in prompts:
-        seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))
-        x = torch.cat([torch.tensor(p).expand(len(seqs), -1), seqs], 1)
-        with torch.no_grad():
-            q = ms.probs(target(x)[:, len(p) - 1:-1].double(), 1.0)
-        row = q.gather(-1, seqs[..., None])[..., 0].prod(-1)  # (V^m,)
-        law = row if law is None else torch.outer(law, row).flatten()
+        law = torch.outer(law, target_law(target, p, m).flatten()).flatten()
     return law
 
 
+def batch_law(exact_law, run, V):
+    """The exact law of the whole batch's new tokens, every random draw of `run` enumerated: (V^(m B),)."""
+    flat = torch.zeros(V ** (M * len(PROMPTS)), dtype=torch.float64)
+    for seq, prob in exact_law(lambda: tuple(t for o in run() for t in o.tokens)).items():
+        flat[sum(t * V ** i for i, t in enumerate(reversed(seq)))] += prob
+    return flat
+
+
 @pytest.mark.parametrize("how", ["generate", "chain", "fallback"])
-def test_batched_rows_lossless_exactly(tiny_pair, exact_law, how):
+def test_batched_rows_lossless_exactly(tiny_pair, exact_law, target_law, how):
     """The joint law of the whole batch (every random draw enumerated, float64) equals the product of
     the target's per-row laws: each row is lossless and the rows do not leak into one another."""
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
@@ -104,12 +106,8 @@ def test_batched_rows_lossless_exactly(tiny_pair, exact_law, how):
            "fallback": lambda: ms.speculative_generate(
                target, ms.FallbackDrafter(ms.PromptLookupDrafter(), ms.ModelDrafter(draft)), PROMPTS, M,
                gamma=2, temperature=1.0)}[how]
-    law = exact_law(lambda: tuple(t for o in run() for t in o.tokens))
-    V = target.config.vocab_size
-    flat = torch.zeros(V ** (M * len(PROMPTS)), dtype=torch.float64)
-    for seq, prob in law.items():
-        flat[sum(t * V ** i for i, t in enumerate(reversed(seq)))] += prob
-    assert float((flat - joint_law(target, PROMPTS, M)).abs().max()) < 1e-12
+    law = batch_law(exact_law, run, target.config.vocab_size)
+    assert float((law - joint_law(target_law, target, PROMPTS, M)).abs().max()) < 1e-12
 
 
 def test_batched_rows_lossless_chi_square(tiny_pair, target_law, chi2_pvalue):
@@ -167,6 +165,18 @@ def test_negative_controls_are_caught(shipped_pair, batch_prompts, alone, monkey
     same = rows_equal_alone(target, draft, prompts, refs, 4)
     assert not all(same) and same[-1]  # some row is wrong; the longest row (never padded, never shifted) is right
     assert [o.tokens for o in ms.generate(target, prompts, N_NEW)] != refs
+
+
+@pytest.mark.parametrize("bug", [phantom_keys, uniform_positions])
+def test_negative_controls_change_the_exact_law(tiny_pair, exact_law, target_law, monkeypatch, bug):
+    """At temperature 1 too: under either bug the batch's exact joint law is no longer the product of the
+    target's per-row laws (the lossless version of this check: test_batched_rows_lossless_exactly)."""
+    target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
+    reference = joint_law(target_law, target, PROMPTS, M)
+    bug(monkeypatch)
+    law = batch_law(exact_law, lambda: ms.speculative_generate(target, draft, PROMPTS, M, gamma=2, temperature=1.0),
+                    target.config.vocab_size)
+    assert float((law - reference).abs().max()) > 1e-6  # lossless: < 1e-12; the bugs move it by 1e-4 and more
 
 
 # --- what cannot batch, and bad input --------------------------------------------------------------
