@@ -165,6 +165,10 @@ class FallbackDrafter(Drafter):
     """
 
     def __init__(self, first, then, then_gamma=None):
+        first, then = (ModelDrafter(d) if isinstance(d, GPT) else d for d in (first, then))  # a GPT drafts a chain
+        if not (isinstance(first, Drafter) and isinstance(then, Drafter)):
+            raise ValueError(f"first and then must be Drafters or GPTs, got {type(first).__name__} and "
+                             f"{type(then).__name__}")
         self.first, self.then, self.then_gamma = first, then, then_gamma
         self.vocab_size, self.batched = first.vocab_size or then.vocab_size, first.batched and then.batched
 

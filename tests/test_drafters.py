@@ -219,3 +219,13 @@ def test_sampling_chi_square_and_negative_control(tiny_pair, target_law, chi2_pv
         counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=4, temperature=1.0, seed=seed).tokens)] += 1
     pvalue = chi2_pvalue(counts, target_law(target, PROMPT, 3))
     assert pvalue < 1e-6 if lossy else pvalue > 1e-3
+
+
+def test_fallback_takes_gpts_and_rejects_the_rest(tiny_pair):
+    """A GPT in a FallbackDrafter drafts a chain, as everywhere else; anything else gets a ValueError."""
+    target, draft = tiny_pair
+    ids = [0, 1, 2]  # no earlier 3-gram to look up: the draft model drafts
+    res = ms.speculative_generate(target, ms.FallbackDrafter(ms.PromptLookupDrafter(3, 3), draft), ids, 6, gamma=3)
+    assert res.tokens == ms.generate(target, ids, 6).tokens and res.stats.draft_calls > 0
+    with pytest.raises(ValueError, match="Drafters or GPTs"):
+        ms.FallbackDrafter(ms.PromptLookupDrafter(), "draft")
