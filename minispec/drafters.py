@@ -230,4 +230,7 @@ def load_drafter(name, target, **options):
               "eagle": lambda: eagle.EagleDrafter(eagle.load_eagle(target), **options)}
     if name not in makers:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(makers)}")
-    return as_drafter(makers[name](), target)
+    try:
+        return as_drafter(makers[name](), target)
+    except TypeError as e:  # an option this drafter does not take
+        raise ValueError(f"load_drafter({name!r}, ...): {e}") from None

@@ -119,6 +119,8 @@ def test_load_drafter_names_and_options(random_gpt):
     target = random_gpt(vocab_size=256, n_layer=2)
     with pytest.raises(ValueError, match="unknown drafter 'nope'.*draft.*hydra.*lookup"):
         load_drafter("nope", target)
+    with pytest.raises(ValueError, match="load_drafter\\('lookup', ...\\).*unexpected keyword argument 'gamma'"):
+        load_drafter("lookup", target, gamma=3)
     assert load_drafter("lookup", target, max_n=5).max_n == 5
     assert isinstance(load_drafter("lookup", target), PromptLookupDrafter)
     d = load_drafter("draft", target, branching=(2, 2), width=1)
