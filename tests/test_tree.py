@@ -311,16 +311,45 @@ def test_lossy_tree_rules_are_detected(name, exact_law, dense, chi2_pvalue):
     assert chi2_pvalue(counts[ms.multi_draft_accept], target3()) > 1e-3
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_verify_tree_greedy_follows_the_argmax(seed):
-    """Temperature 0: descend while the target's argmax is a child, then add the argmax."""
-    g = torch.Generator().manual_seed(seed)
-    tree = random_tree(10, 3, g)
-    p = torch.softmax(torch.randn(11, 3, generator=g), -1)
-    path, tok = ms.verify_tree(tree, p)
-    node, want = -1, []
-    while int(p[node + 1].argmax()) in tree.children(node):
-        node = tree.children(node)[int(p[node + 1].argmax())]
-        want.append(node)
-    assert path == want and tok == int(p[node + 1].argmax()) and tok not in tree.children(node)
-    assert ms.verify_tree(Tree(), p[:1]) == ([], int(p[0].argmax()))
+def peaked(argmaxes, V=4):
+    """One row per entry: 0.7 on that token, 0.1 on each other (V = 4)."""
+    rows = torch.full((len(argmaxes), V), 0.1, dtype=torch.float64)
+    rows[torch.arange(len(argmaxes)), torch.tensor(argmaxes)] = 0.7
+    return rows
+
+
+def six_nodes():
+    return Tree.from_paths([[0, 1], [1], [2, 2], [2, 0]])
+
+
+# nodes of Tree.from_paths([[0, 1], [1], [2, 2], [2, 0]]): 0 "0", 1 "0 1", 2 "1", 3 "2", 4 "2 2", 5 "2 0";
+# p's row 0 is the root's, row 1 + i node i's. Each case: (tree, p, the kept path, the added token).
+GREEDY = {
+    "root -> 2 -> 0, then 1": (six_nodes, peaked([2, 3, 3, 3, 0, 3, 1]), [3, 5], 1),
+    "root -> 2 -> 2, then 1": (six_nodes, peaked([2, 3, 3, 3, 2, 1, 3]), [3, 4], 1),
+    "root -> 1 (a leaf), then 2": (six_nodes, peaked([1, 3, 3, 2, 3, 3, 3]), [2], 2),
+    "root -> 0 -> 1 (a leaf), then 0": (six_nodes, peaked([0, 1, 0, 3, 3, 3, 3]), [0, 1], 0),
+    "root -> 0, argmax 2 not a child": (six_nodes, peaked([0, 2, 3, 3, 3, 3, 3]), [0], 2),
+    "root's argmax 3 not a child": (six_nodes, torch.tensor([[0.3, 0.2, 0.1, 0.4]] + [[0.7, 0.1, 0.1, 0.1]] * 6),
+                                    [], 3),
+    "chain 2 1 0, stops at 1": (lambda: Tree.chain([2, 1, 0]), peaked([2, 1, 3, 0]), [0, 1], 3),
+    "empty tree": (Tree, torch.tensor([[0.1, 0.6, 0.2, 0.1]]), [], 1),
+}
+
+
+@pytest.mark.parametrize("name", GREEDY)
+def test_verify_tree_greedy_follows_the_argmax(name):
+    """Temperature 0: descend while the target's argmax is a child, then add the argmax. Known answers on
+    Tree.from_paths([[0, 1], [1], [2, 2], [2, 0]]) (nodes 0 "0", 1 "0 1", 2 "1", 3 "2", 4 "2 2", 5 "2 0"),
+    p peaked (0.7) at one token per row, row 1 + i for node i:
+    - argmaxes 2 3 3 3 0 3 1: root's 2 is node 3, node 3's 0 is node 5, node 5's 1 is a leaf's -> [3, 5], 1;
+    - argmaxes 2 3 3 3 2 1 3: root's 2 is node 3, node 3's 2 is node 4, row 5 says 1 -> [3, 4], 1;
+    - argmaxes 1 3 3 2 ...: root's 1 is node 2 (a leaf), row 3 says 2 -> [2], 2;
+    - argmaxes 0 1 0 ...: root's 0 is node 0, node 0's 1 is node 1 (a leaf), row 2 says 0 -> [0, 1], 0;
+    - argmaxes 0 2 ...: root's 0 is node 0, whose only child is 1, row 1 says 2 -> [0], 2;
+    - root's row (0.3, 0.2, 0.1, 0.4): the children 0, 1, 2 hold 0.6, but the argmax 3 is none -> [], 3;
+    - Tree.chain([2, 1, 0]), argmaxes 2 1 3 0: nodes 0, 1 kept, row 2 says 3, not the child 0 -> [0, 1], 3;
+    - an empty tree, p (0.1, 0.6, 0.2, 0.1): nothing kept, the argmax 1 -> [], 1.
+    """
+    make, p, want_path, want_tok = GREEDY[name]
+    assert ms.verify_tree(make(), p) == (want_path, want_tok)

@@ -67,12 +67,24 @@ def test_plot_pq_bars_are_min_and_residual_mass():
 
 
 def test_plot_pq_top_keeps_the_likeliest_tokens():
+    """top=5 shows the 5 largest max(p, q), largest first. Here max(p, q) = .04 .02 .30 .40 .20 .28 .25 .15:
+    ids 3 2 5 6 4 (labels d c f g e), whose kept bars min(p, q) are .05 .10 .02 .07 .05; alpha uses all 8."""
+    p = torch.tensor([0.01, 0.02, 0.30, 0.05, 0.20, 0.02, 0.25, 0.15])
+    q = torch.tensor([0.04, 0.01, 0.10, 0.40, 0.05, 0.28, 0.07, 0.05])
+    fig = viz.plot_pq(p, q, labels="abcdefgh", top=5)
+    kept = next(c for c in fig.axes[0].containers if c.get_label() == "min(p, q): kept")
+    shown = torch.tensor([b.get_height() for b in kept], dtype=torch.float32)
+    assert torch.allclose(shown, torch.tensor([0.05, 0.10, 0.02, 0.07, 0.05]))
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("dcfge")
+    assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in fig.axes[0].get_title()  # whole vocabulary
+    plt.close(fig)
     g = torch.Generator().manual_seed(0)
     p, q = torch.softmax(3 * torch.randn(256, generator=g), 0), torch.softmax(3 * torch.randn(256, generator=g), 0)
+    top = torch.maximum(p, q).topk(5).indices
+    assert top.tolist() != list(range(5))
     fig = viz.plot_pq(p, q, top=5)
-    shown = [float(b.get_height()) for b in fig.axes[0].containers[0]]
-    assert len(shown) == 5
-    assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in fig.axes[0].get_title()  # whole vocabulary
+    kept = next(c for c in fig.axes[0].containers if c.get_label() == "min(p, q): kept")
+    assert torch.allclose(torch.tensor([b.get_height() for b in kept], dtype=torch.float32), torch.minimum(p, q)[top])
     plt.close(fig)
 
 
