@@ -54,6 +54,22 @@ def test_batched_speculative_equals_each_prompt_alone(shipped_pair, batch_prompt
     assert 0 in kept and max(kept) > 0  # rows kept different numbers of drafts: the cache was ragged
 
 
+
+def test_batched_with_a_shared_policy_and_cropped_prompts(shipped_pair, batch_prompts, alone):
+    """An adaptive gamma is shared by the rows (it sees every row's rounds) and still leaves each row exact;
+    crop_prompt keeps each row's own end when prompt + max_new_tokens overflows the block."""
+    target, draft = shipped_pair
+    policy = ms.Heuristic(2)
+    outs = ms.speculative_generate(target, draft, batch_prompts, N_NEW, gamma=policy)
+    assert [o.tokens for o in outs] == alone
+    assert len({len(s.tree.tokens) for o in outs for s in o.steps}) > 2  # the policy changed the draft length
+    block = target.config.block_size
+    long = [list(range(97, 123)) * 10, batch_prompts[1]]  # 260 tokens: overflows; the other fits
+    refs = [ms.generate(target, p[len(p) + N_NEW - block:] if len(p) + N_NEW > block else p, N_NEW).tokens
+            for p in long]
+    assert [o.tokens for o in ms.speculative_generate(target, draft, long, N_NEW, gamma=3, crop_prompt=True)] == refs
+    assert [o.tokens for o in ms.generate(target, long, N_NEW, crop_prompt=True)] == refs
+
 def test_batched_lookup_and_fallback_equal_alone(shipped_pair, batch_prompts, alone):
     target, draft = shipped_pair
     lookup = ms.load_drafter("lookup", target)
