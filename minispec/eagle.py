@@ -10,6 +10,8 @@ where e and W_E are the target's own (frozen) embedding and head. At depth 1 of 
 reads features the verification pass computed; deeper, its own predictions f_hat. The head is trained
 on the frozen target's features by scripts/train_eagle.py (its loss: eagle_loss there).
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -45,7 +47,10 @@ class EagleHead(nn.Module):
 
 def load_eagle(target, path=None):
     """The shipped EAGLE head on top of the shipped target (or a saved file)."""
-    ckpt = torch.load(path or WEIGHTS_DIR / "eagle_head.pt", map_location="cpu", weights_only=True)
+    path = Path(path or WEIGHTS_DIR / "eagle_head.pt")
+    if not path.exists():
+        raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the shipped head")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
     head = EagleHead(target).to(target.wte.weight)
     head.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the target's device and dtype
     head.accuracy = ckpt.get("accuracy")

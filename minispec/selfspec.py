@@ -2,6 +2,8 @@
 early exit, Medusa / Hydra heads, Jacobi / lookahead decoding. Heads and lookahead guess deterministically
 (q None; verify.verify_tree says why that is lossless).
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -135,7 +137,9 @@ def medusa_loss(model, heads, x):
 
 def load_heads(model, name="medusa"):
     """The shipped heads on top of `model`: "medusa", "hydra" (sequential), or a path to a saved file."""
-    path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else name
+    path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else Path(name)
+    if not path.exists():
+        raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give a saved file's path")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
     heads.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the model's device and dtype

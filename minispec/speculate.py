@@ -83,7 +83,7 @@ def tokens_left(prompt, context, max_new_tokens, eos_token):
     return 0 if eos_token in new else max_new_tokens - len(new)
 
 
-def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
+def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt, eos_token=None):
     """Check the arguments. A batch (a list of prompts) -> (its prompts, True); one prompt -> ([it], False);
     each prompt a list of ints (its end only, if crop_prompt and too long)."""
     check_sampling_args(temperature, top_k, top_p)
@@ -94,6 +94,8 @@ def rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt):
         raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in block_size={block}")
     if isinstance(ids, str):
         raise ValueError("ids must be token ids, not text: use minispec.encode(text)")
+    if eos_token is not None and (int(eos_token) != eos_token or not 0 <= eos_token < V):
+        raise ValueError(f"eos_token must be a token id in [0, {V}) or None, got {eos_token}")
     row = lambda x: isinstance(x, (list, tuple)) or torch.is_tensor(x) and x.dim() > 0
     batch = isinstance(ids, (list, tuple)) and len(ids) > 0 and row(ids[0])
     batch = batch or torch.is_tensor(ids) and ids.dim() == 2 and len(ids) > 1  # (B, T): B prompts of T tokens
@@ -119,7 +121,7 @@ def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=N
     ids: a prompt, or a list of prompts of any lengths (a batch: a list of Results comes back).
     Example: generate(load_model("target"), encode("def "), 16).tokens
     """
-    prompts, batch = rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
+    prompts, batch = rows(model, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt, eos_token)
     g, cache, t0 = torch.Generator().manual_seed(seed), model.new_cache(len(prompts)), time.perf_counter()
     contexts = [list(p) for p in prompts]
     wanted = lambda b: tokens_left(prompts[b], contexts[b], max_new_tokens, eos_token)
@@ -148,7 +150,7 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     near-tie between two argmaxes could break the other way: the exactness tests also run in float64.
     """
     policy, drafter = as_policy(gamma), as_drafter(drafter, target)  # an int gamma < 1 raises ValueError
-    prompts, batch = rows(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt)
+    prompts, batch = rows(target, ids, max_new_tokens, temperature, top_k, top_p, crop_prompt, eos_token)
     if len(prompts) > 1 and not drafter.batched:
         raise ValueError(f"{type(drafter).__name__} drafts one prompt at a time: decode a batch with a GPT "
                          "drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two")

@@ -95,6 +95,8 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
     None: heads, lookahead), draw x ~ p and descend if a child holds it. Every emitted token follows p, so by
     induction over depth the output does too.
     """
+    if p.dim() != 2 or p.shape[0] != len(tree.tokens) + 1:
+        raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), got {tuple(p.shape)}")
     path, node = [], -1
     while True:
         kids, pn = tree.children(node), p[node + 1]

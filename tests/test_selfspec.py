@@ -353,3 +353,12 @@ def test_lossy_rules_are_flagged(tiny_pair, tiny64, exact_law, dense, target_law
         counts[tuple(ms.speculative_generate(m, drafter, [1, 2], 3, gamma=4, temperature=1.0, seed=seed,
                                              rule=rule).tokens)] += 1
     assert chi2_pvalue(counts, target_law(m, [1, 2], 3)) < 1e-6
+
+
+def test_missing_heads_or_eagle_file_is_a_value_error(tmp_path):
+    target = ms.GPT(ms.GPTConfig(vocab_size=8, n_layer=2, n_head=1, n_embd=8, block_size=16))
+    with pytest.raises(ValueError, match="shipped heads are 'medusa' and 'hydra'"):
+        ms.load_heads(target, str(tmp_path / "nope.pt"))
+    from minispec.eagle import load_eagle
+    with pytest.raises(ValueError, match="no EAGLE head at"):
+        load_eagle(target, tmp_path / "nope.pt")

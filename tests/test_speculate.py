@@ -406,6 +406,8 @@ def test_crop_prompt_keeps_the_end(random_gpt):
     (dict(top_p=1.5), "top_p"),
     (dict(top_k=0), "top_k"),
     (dict(top_k=2.5), "top_k"),
+    (dict(eos_token=256), "eos_token"),
+    (dict(eos_token=1.5), "eos_token"),
 ])
 def test_bad_input_raises_value_error(byte_pair, kwargs, match):
     target, draft = byte_pair

@@ -315,3 +315,10 @@ def test_multi_draft_accept_rejects_bad_shapes():
     for bad in ([-1], [0, 4]):  # -1 would silently index from the end
         with pytest.raises(ValueError, match=r"candidates must lie in \[0, 4\)"):
             ms.multi_draft_accept(bad, torch.full((4,), 0.25), torch.full((4,), 0.25))
+
+
+def test_verify_tree_checks_the_shape_of_p():
+    tree = ms.Tree.chain([1, 2])  # 2 nodes: p needs 3 rows (root, node 0, node 1)
+    for bad in (torch.full((2, 4), 0.25), torch.full((3,), 1 / 3), torch.full((4, 4), 0.25)):
+        with pytest.raises(ValueError, match=r"p must have shape \(1 \+ N, V\) = \(3, V\)"):
+            ms.verify_tree(tree, bad)
