@@ -5,9 +5,9 @@
 
 The same held-out prompts (of different lengths) are decoded at every batch size B, in groups of B.
 Each group is decoded autoregressively (generate) and speculatively (the shipped draft, a chain of
-gamma tokens), each timed as the best of --repeats runs (interference only adds time), the two taking
-turns; the speedup of a group is the ratio of the two times (paired), reported as the median over the
-groups with its spread. At temperature 0 every row is compared with the AR output (last column: rows
+gamma tokens), alternately, each timed as the best of --repeats runs (benchmarks/common.py); the
+speedup of a group is the ratio of the two times, reported as the median over the groups with its
+spread. At temperature 0 every row is compared with the AR output (last column: rows
 that differ; it must be 0). At temperature 1 both sample (seed 0), so their texts differ; the draft's
 tokens per call are lower there, and sampled text does not degenerate into loops as greedy text does.
 
@@ -27,14 +27,7 @@ import torch
 
 import minispec as ms
 
-
-def best_time(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+from common import paired  # benchmarks/common.py
 
 
 @torch.inference_mode()
@@ -56,9 +49,9 @@ def measure(target, draft, prompts, B, gamma, n, repeats, temperature):
     ratios, t_ar, t_sp, calls, wrong = [], 0.0, 0.0, [], 0
     for group in groups:
         ids = group if B > 1 else group[0]
-        ta, ar = best_time(lambda: one(ms.generate(target, ids, n, temperature=temperature)), repeats)
-        ts, sp = best_time(lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
-                                                                 temperature=temperature)), repeats)
+        ar, sp, ta, ts = paired(lambda: one(ms.generate(target, ids, n, temperature=temperature)),
+                                lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
+                                                                    temperature=temperature)), repeats)
         if temperature == 0:  # greedy: must be 0 (a near-tie could flip on a GPU)
             wrong += sum(s.tokens != a.tokens for s, a in zip(sp, ar))
         ratios.append(ta / ts)

@@ -1,8 +1,9 @@
 """python benchmarks/bench.py -- measured speedup against theory, on held-out standard-library code.
 
-For each temperature and gamma, every prompt is decoded autoregressively and speculatively back
-to back in this process, and the speedup is the median of these paired ratios (the machine is
-noisy; ratios from the same moment are not). Theory predicts the speedup from what was measured:
+For each temperature and gamma, every prompt is decoded autoregressively and speculatively, alternately,
+in this process, each side timed as the best of --repeats runs (benchmarks/common.py); the speedup is
+the median of these per-prompt ratios, with their spread (the machine is noisy; ratios from the same
+moment are much less so). Theory predicts the speedup from what was measured:
 alpha (from the fraction of drafts kept), c = draft step / target step, and v = the cost of one
 target call on gamma + 1 tokens relative to one on a single token (all measured at the mean
 context length of the run). Per generated token that is the walltime formula
@@ -21,6 +22,8 @@ from minispec import generate, load_model, speculative_generate
 from minispec.data import prompts as bench_prompts
 from minispec.theory import alpha_from_acceptance, expected_tokens, step_cost
 
+from common import paired, spread  # benchmarks/common.py
+
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 
@@ -32,7 +35,7 @@ def predicted_speedup(alpha, gamma, c, v, n_tokens, prefill=0.0, draft_prefill=0
     return (prefill + n_tokens) / (prefill + draft_prefill + n_tokens * per_token)
 
 
-def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft"):
+def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft", repeats=3):
     target, draft = load_model("target"), load_model(draft_name)
     prompts = bench_prompts(n_prompts)
     ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
@@ -44,16 +47,16 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
           "target steps; verify cost v(gamma+1): " + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
     generate(target, prompts[0], 16)  # warm up
     rows = []
-    head = "| temp | gamma | acceptance | tokens/call | speedup (median) | predicted | pred/meas |"
+    head = "| temp | gamma | acceptance | tokens/call | speedup (median, min-max) | predicted | pred/meas |"
     print(head)
     for temp in temperatures:
         for g in gammas:
             ratios, kept, drafted, calls, toks = [], 0, 0, 0, 0
             for i, ids in enumerate(prompts):
                 kw = dict(max_new_tokens=max_new_tokens, temperature=temp, seed=i)
-                ar = generate(target, ids, **kw)
-                sp = speculative_generate(target, draft, ids, gamma=g, **kw)
-                ratios.append(ar.stats.wall_time / sp.stats.wall_time)
+                _, sp, t_ar, t_sp = paired(lambda: generate(target, ids, **kw),
+                                      lambda: speculative_generate(target, draft, ids, gamma=g, **kw), repeats)
+                ratios.append(t_ar / t_sp)
                 kept += sum(s.accepted for s in sp.steps)
                 drafted += sp.stats.drafted
                 calls += sp.stats.target_calls
@@ -63,8 +66,8 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
             pred = predicted_speedup(alpha, g, c, v[g], max_new_tokens, P, Pd)
             meas = statistics.median(ratios)
             rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls, speedup=meas,
-                             predicted=pred))
-            print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {meas:.2f}x | {pred:.2f}x | {pred / meas:.2f} |",
+                             spread=spread(ratios), predicted=pred))
+            print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {spread(ratios)} | {pred:.2f}x | {pred / meas:.2f} |",
                   flush=True)
     out.mkdir(exist_ok=True)
     lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; prefill P = {P:.1f}, P_d = {Pd:.1f} target steps; "
@@ -73,7 +76,7 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
              "v(gamma+1) = " + ", ".join(f"{v[g]:.2f}" for g in gammas) + f" for gamma = {gammas[0]}..{gammas[-1]}.",
              "", head, "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | "
-              f"{r['speedup']:.2f}x | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]
+              f"{r['spread']} | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / "speedup.png", f"Speculative decoding, shipped target + {draft_name} (CPU)")
     return rows
@@ -104,9 +107,10 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
     ap.add_argument("--draft", default="draft", help="shipped draft name (e.g. draft_distilled) or a .pt path")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
     ap.add_argument("--out", type=Path, default=FIGURES, help="folder for bench.md and speedup.png")
     args = ap.parse_args(argv)
-    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft)
+    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft, args.repeats)
 
 
 if __name__ == "__main__":

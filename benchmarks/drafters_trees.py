@@ -1,10 +1,11 @@
 """Drafters and token trees against autoregressive decoding, temperature 0, held-out code prompts.
 
-    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 8 16 32 64]
+    python benchmarks/drafters_trees.py [--prompts 8] [--max-new-tokens 100] [--budgets 8 16 32 64] [--repeats 3]
 
 Prints, for every method: tokens per target call, and the wall-time speedup over plain
-autoregressive decoding measured in the same run (each prompt decoded autoregressively right
-before the method; the median of these paired ratios, and the ratio of total times). Every
+autoregressive decoding measured in the same run (each prompt decoded alternately with the method,
+each side timed as the best of --repeats runs, benchmarks/common.py; the median of these per-prompt
+ratios with their spread, and the ratio of total times). Every
 method's output is checked to equal the autoregressive greedy output. Then, at equal draft
 budgets (drafted tokens verified per target call), tree vs chain tokens per target call, on the
 benchmark prompts and on 10 other held-out prompts. Every method runs through the one loop,
@@ -26,6 +27,8 @@ import torch
 import minispec as ms
 from minispec.data import heldout_files, prompts as bench_prompts
 from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
+
+from common import paired, spread  # benchmarks/common.py
 
 
 def calibration_prompts(length=128):
@@ -64,17 +67,16 @@ def tokens_per_call(run, target, prompts, n):
     return toks / calls
 
 
-def measure(name, run, target, prompts, n):
+def measure(name, run, target, prompts, n, repeats=3):
     ratios, calls, toks, t_ar, t_m = [], 0, 0, 0.0, 0.0
     for ids in prompts:
-        ar = ms.generate(target, ids, n)
-        res = run(ids)
+        ar, res, ta, tm = paired(lambda: ms.generate(target, ids, n), lambda: run(ids), repeats)
         assert res.tokens == ar.tokens, f"{name}: output differs from greedy decoding"
-        ratios.append(ar.stats.wall_time / res.stats.wall_time)
-        t_ar, t_m = t_ar + ar.stats.wall_time, t_m + res.stats.wall_time
+        ratios.append(ta / tm)
+        t_ar, t_m = t_ar + ta, t_m + tm
         calls, toks = calls + res.stats.target_calls, toks + len(res.tokens)
     row = dict(name=name, tokens_per_call=toks / calls, speedup=statistics.median(ratios), total=t_ar / t_m)
-    print(f"| {name:42} | {row['tokens_per_call']:5.2f} | {row['speedup']:5.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
+    print(f"| {name:42} | {row['tokens_per_call']:5.2f} | {spread(ratios)} "
           f"| {row['total']:5.2f}x |", flush=True)
     return row
 
@@ -118,6 +120,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64])
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -130,26 +133,28 @@ def main(argv=None):
     rows = {}
     for label, d in drafts.items():
         rows[f"chain {label}"] = measure(f"chain, {label}, gamma=4", lambda ids: ms.speculative_generate(
-            target, d, ids, n, gamma=4), target, prompts, n)
+            target, d, ids, n, gamma=4), target, prompts, n, args.repeats)
     best = drafts["distilled"]
     rows["lookup"] = measure("prompt lookup, gamma=12", lambda ids: ms.speculative_generate(
-        target, PromptLookupDrafter(3), ids, n, gamma=12), target, prompts, n)
+        target, PromptLookupDrafter(3), ids, n, gamma=12), target, prompts, n, args.repeats)
     rows["fallback"] = measure("lookup (n>=2, gamma=12) else model (gamma=4)", lambda ids: ms.speculative_generate(
-        target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=12), target, prompts, n)
+        target, FallbackDrafter(PromptLookupDrafter(4, 2), ModelDrafter(best), 4), ids, n, gamma=12),
+        target, prompts, n, args.repeats)
     rows["fallback conf"] = measure("lookup (n>=3, gamma=16) else model (gamma<=8, stop < 0.5)",
                                     lambda ids: ms.speculative_generate(target, FallbackDrafter(
                                         PromptLookupDrafter(4, 3), ModelDrafter(best, threshold=0.5), 8), ids, n, gamma=16),
-                                    target, prompts, n)
+                                    target, prompts, n, args.repeats)
     rows["static"] = measure("static tree (3, 2, 1), 15 nodes", lambda ids: ms.speculative_generate(
-        target, ModelDrafter(draft, branching=(3, 2, 1)), ids, n, gamma=15), target, prompts, n)
+        target, ModelDrafter(draft, branching=(3, 2, 1)), ids, n, gamma=15), target, prompts, n, args.repeats)
     t = fit_score_temperature(*greedy_draft_logits(target, draft, calibration_prompts(), n))
     others = bench_prompts(10, offset=args.prompts)  # 10 other held-out prompts
     chain = {b: lambda ids, b=b: ms.speculative_generate(target, draft, ids, n, gamma=b) for b in args.budgets}
     tree = {b: lambda ids, b=b: ms.speculative_generate(target, ModelDrafter(
         draft, branching=(4,) * b, width=4, score_temperature=t), ids, n, gamma=b) for b in args.budgets}
     for b in args.budgets:  # equal budgets: chain gamma = b vs a dynamic tree of b nodes
-        rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", chain[b], target, prompts, n)
-        rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (t = {t})", tree[b], target, prompts, n)
+        rows[f"chain b={b}"] = measure(f"chain, draft, gamma={b}", chain[b], target, prompts, n, args.repeats)
+        rows[f"tree b={b}"] = measure(f"dynamic tree, draft, {b} nodes (t = {t})", tree[b], target, prompts, n,
+                                      args.repeats)
     ranks = draft_ranks(target, draft, prompts, n)
     fit_on = draft_ranks(target, draft, others, n)
     seen = collections.Counter(min(x, 3) for r in ranks for x in r)

@@ -1,10 +1,10 @@
 """EAGLE against the best Hydra heads and against today's best combination, held-out code prompts.
 
-    python benchmarks/eagle.py [--prompts 8] [--max-new-tokens 100] [--gammas 4 6 8] [--temperatures 0 1]
+    python benchmarks/eagle.py [--prompts 8] [--max-new-tokens 100] [--gammas 4 6 8] [--temperatures 0 1] [--repeats 3]
 
-For each temperature, every method decodes each prompt right after plain autoregressive decoding of
-the same prompt (paired, in this process); the speedup is the median of these ratios, with their
-spread. Methods at equal gamma (drafted tokens the target scores per call): Hydra heads on the
+For each temperature, every method decodes each prompt alternately with plain autoregressive decoding
+of the same prompt, each side timed as the best of --repeats runs (benchmarks/common.py); the speedup
+is the median of these per-prompt ratios, with their spread. Methods at equal gamma (drafted tokens the target scores per call): Hydra heads on the
 static tree picked from their held-out accuracies (medusa_tree, HeadDrafter's default) and EAGLE, as a
 chain (its default) and with EAGLE-2 dynamic trees; then the best combination
 before EAGLE (prompt lookup where the context repeats, else the distilled draft stopped at its first
@@ -27,19 +27,20 @@ from minispec.selfspec import medusa_tree
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from train_heads import head_accuracy  # noqa: E402
 
+from common import paired, spread  # noqa: E402  (benchmarks/common.py)
 
-def measure(target, name, drafter, gamma, prompts, n, temperature):
+
+def measure(target, name, drafter, gamma, prompts, n, temperature, repeats=3):
     ratios, calls, toks = [], 0, 0
     for i, ids in enumerate(prompts):
         kw = dict(max_new_tokens=n, temperature=temperature, seed=i)
-        ar = ms.generate(target, ids, **kw)
-        res = ms.speculative_generate(target, drafter, ids, gamma=gamma, **kw)
+        ar, res, t_ar, t_res = paired(lambda: ms.generate(target, ids, **kw),
+                                lambda: ms.speculative_generate(target, drafter, ids, gamma=gamma, **kw), repeats)
         assert temperature > 0 or res.tokens == ar.tokens, f"{name}: output differs from greedy decoding"
-        ratios.append(ar.stats.wall_time / res.stats.wall_time)
+        ratios.append(t_ar / t_res)
         calls, toks = calls + res.stats.target_calls, toks + len(res.tokens)
-    row = dict(tokens_per_call=toks / calls, speedup=statistics.median(ratios), lo=min(ratios), hi=max(ratios))
-    print(f"| {name} | {gamma} | {row['tokens_per_call']:.2f} | {row['speedup']:.2f}x ({row['lo']:.2f}-{row['hi']:.2f}) |",
-          flush=True)
+    row = dict(tokens_per_call=toks / calls, speedup=statistics.median(ratios))
+    print(f"| {name} | {gamma} | {row['tokens_per_call']:.2f} | {spread(ratios)} |", flush=True)
     return row
 
 
@@ -49,6 +50,7 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=100)
     ap.add_argument("--gammas", type=int, nargs="+", default=[4, 6, 8])
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
     ap.add_argument("--branching", type=int, nargs="+", default=[4] * 8, help="EAGLE-2 children per depth")
     ap.add_argument("--width", type=int, default=4, help="EAGLE-2 nodes expanded per depth")
     ap.add_argument("--score-temperature", type=float, default=0.5, help="EAGLE-2 node scores: softmax(logits / t)")
@@ -68,17 +70,19 @@ def main(argv=None):
         for g in args.gammas:
             rows["hydra", g] = max(
                 measure(target, "Hydra tree (medusa_tree of its held-out accuracies)", ms.HeadDrafter(hydra), g,
-                        prompts, n, temp),
+                        prompts, n, temp, args.repeats),
                 measure(target, "Hydra tree (fitted on greedy runs of 10 other prompts)", ms.HeadDrafter(
-                    hydra, medusa_tree(greedy_acc, g)), g, prompts, n, temp), key=lambda r: r["tokens_per_call"])
-            rows["eagle", g] = measure(target, "EAGLE chain (the default)", eagle, g, prompts, n, temp)
+                    hydra, medusa_tree(greedy_acc, g)), g, prompts, n, temp, args.repeats),
+                key=lambda r: r["tokens_per_call"])
+            rows["eagle", g] = measure(target, "EAGLE chain (the default)", eagle, g, prompts, n, temp, args.repeats)
             rows["tree", g] = measure(target, f"EAGLE-2 tree, top-{args.branching[0]} of {args.width} per depth, "
-                                      f"scores at t = {args.score_temperature}", tree, g, prompts, n, temp)
+                                      f"scores at t = {args.score_temperature}", tree, g, prompts, n, temp, args.repeats)
         best_before = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), ms.ModelDrafter(distilled, threshold=0.5), 8)
         with_eagle = ms.FallbackDrafter(ms.PromptLookupDrafter(4, 3), eagle, 6)  # tuned on 10 other prompts
         rows["before"] = measure(target, "lookup (n>=3, gamma=16) else distilled draft (gamma<=8, stop < 0.5)",
-                                 best_before, 16, prompts, n, temp)
-        rows["with"] = measure(target, "lookup (n>=3, gamma=12) else EAGLE chain (gamma=6)", with_eagle, 12, prompts, n, temp)
+                                 best_before, 16, prompts, n, temp, args.repeats)
+        rows["with"] = measure(target, "lookup (n>=3, gamma=12) else EAGLE chain (gamma=6)", with_eagle, 12,
+                               prompts, n, temp, args.repeats)
         for g in args.gammas:
             print(f"gamma {g}: EAGLE chain / best Hydra tree tokens per call "
                   f"{rows['eagle', g]['tokens_per_call'] / rows['hydra', g]['tokens_per_call']:.2f}x, EAGLE-2 tree / Hydra "

@@ -1,6 +1,6 @@
 """minispec against transformers on the same weights: greedy, assisted generation, prompt lookup.
 
-    python benchmarks/hf_side_by_side.py [--gammas 2 4 6] [--prompts 8] [--max-new-tokens 100]
+    python benchmarks/hf_side_by_side.py [--gammas 2 4 6] [--prompts 8] [--max-new-tokens 100] [--repeats 3]
 
 The shipped target and draft are converted to transformers' GPT2LMHeadModel (scripts/hf.py: to_hf),
 and every benchmark prompt is decoded greedily by both libraries, back to back in this process:
@@ -10,12 +10,12 @@ and every benchmark prompt is decoded greedily by both libraries, back to back i
   prompt lookup ... PromptLookupDrafter(max_n=2)       vs  model.generate(prompt_lookup_num_tokens=g)
 Every output must equal minispec's plain greedy output token for token (the script stops if not).
 Target calls are counted on both sides (a forward hook on the transformers target): with the same
-rule they must match. Speed: transformers' wall time / minispec's, per prompt (median) and in total.
+rule they must match. Speed: transformers' wall time / minispec's, each the best of --repeats runs
+taken alternately (benchmarks/common.py), per prompt (median) and in total.
 Writes figures/hf_side_by_side.md.
 """
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -30,13 +30,9 @@ from minispec.drafters import PromptLookupDrafter
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from hf import to_hf  # noqa: E402
 
+from common import paired  # noqa: E402  (benchmarks/common.py)
+
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def run_hf(hf_target, ids, n, calls, **kw):
@@ -60,6 +56,7 @@ def main(argv=None):
     ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for both libraries")
     ap.add_argument("--target", default="target")
     ap.add_argument("--draft", default="draft")
@@ -94,9 +91,9 @@ def main(argv=None):
     for name, g, ours, theirs in methods:
         same, ratios, c_ours, c_hf, t_ours, t_hf = 0, [], 0, 0, 0.0, 0.0
         for ids, want in zip(prompts, ref):
-            res, dt_ours = timed(lambda: ours(ids, g))
             kw = theirs(ids, g)
-            out, dt_hf = timed(lambda: run_hf(hf_target, ids, n, calls, **kw))
+            out, res, dt_hf, dt_ours = paired(lambda: run_hf(hf_target, ids, n, calls, **kw), lambda: ours(ids, g),
+                                              args.repeats)
             if not res.tokens == out == want:
                 raise SystemExit(f"{name} gamma={g}: outputs differ from greedy decoding")
             same += 1

@@ -1,12 +1,13 @@
 """Self-speculation against autoregressive decoding on held-out code prompts.
 
-    python benchmarks/self_speculation.py [--prompts 8] [--max-new-tokens 100] [--temperatures 0 1]
+    python benchmarks/self_speculation.py [--prompts 8] [--max-new-tokens 100] [--temperatures 0 1] [--repeats 3]
 
 Every method (early exit at each depth k, Medusa and Hydra heads (chains and static trees), EAGLE
 (chains and EAGLE-2 dynamic trees) when eagle_head.pt is there, Jacobi, lookahead, and the separate
 draft model for reference) runs through the one loop, ms.speculative_generate, and decodes each
-prompt right after plain autoregressive decoding of the same prompt; the speedup is the median of
-these paired ratios (with the lowest and highest ratio: per-prompt ratios spread widely). At
+prompt alternately with plain autoregressive decoding of the same prompt, each side timed as the best
+of --repeats runs (benchmarks/common.py); the speedup is the median of these per-prompt ratios (with
+the lowest and highest: per-prompt ratios spread widely). At
 temperature 0 each output is checked against greedy decoding ("same as greedy"). Head trees are
 picked by medusa_tree from head accuracies: the held-out ones stored with the heads
 (teacher-forced on corpus text), or ones measured along greedy continuations of 10 other held-out
@@ -29,24 +30,27 @@ from minispec.theory import step_cost
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from train_heads import head_accuracy  # noqa: E402
 
+from common import paired, spread  # noqa: E402  (benchmarks/common.py)
 
-def compare(target, methods, prompts, max_new_tokens=64, temperature=0.0):
-    """methods: name -> (drafter, gamma). The speedup: median ratio to generate() run just before."""
+
+def compare(target, methods, prompts, max_new_tokens=64, temperature=0.0, repeats=3):
+    """methods: name -> (drafter, gamma). The speedup: median per-prompt ratio to generate() (common.paired)."""
     rows = {}
     for name, (drafter, gamma) in methods.items():
         ratios, kept, drafted, calls, toks, same = [], 0, 0, 0, 0, True
         for i, ids in enumerate(prompts):
             kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=i)
-            ar, res = ms.generate(target, ids, **kw), ms.speculative_generate(target, drafter, ids, gamma=gamma, **kw)
-            ratios.append(ar.stats.wall_time / res.stats.wall_time)
+            ar, res, t_ar, t_res = paired(lambda: ms.generate(target, ids, **kw),
+                                    lambda: ms.speculative_generate(target, drafter, ids, gamma=gamma, **kw), repeats)
+            ratios.append(t_ar / t_res)
             kept, drafted = kept + sum(s.accepted for s in res.steps), drafted + res.stats.drafted
             calls, toks = calls + len(res.steps), toks + len(res.tokens)
             same = same and res.tokens == ar.tokens
         rows[name] = dict(kept=kept / drafted if drafted else 0.0, tokens_per_call=toks / calls,
-                          speedup=statistics.median(ratios), lo=min(ratios), hi=max(ratios), same_as_greedy=same)
+                          speedup=statistics.median(ratios), same_as_greedy=same)
         r = rows[name]
-        print(f"| {name} | {gamma} | {r['kept']:.3f} | {r['tokens_per_call']:.2f} | {r['speedup']:.2f}x "
-              f"({r['lo']:.2f}-{r['hi']:.2f}) | {r['same_as_greedy'] if temperature == 0 else '-'} |", flush=True)
+        print(f"| {name} | {gamma} | {r['kept']:.3f} | {r['tokens_per_call']:.2f} | {spread(ratios)} | "
+              f"{r['same_as_greedy'] if temperature == 0 else '-'} |", flush=True)
     return rows
 
 
@@ -55,6 +59,7 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
     ap.add_argument("--only", nargs="*", help="run only methods whose name contains one of these words")
     args = ap.parse_args(argv)
     target, draft = ms.load_model("target"), ms.load_model("draft")
@@ -97,7 +102,7 @@ def main(argv=None):
     for temp in args.temperatures:
         print(f"\ntemperature {temp}\n| method | gamma | kept fraction | tokens/call | speedup (median, min-max) | "
               "same as greedy |\n|---|---|---|---|---|---|")
-        compare(target, methods, prompts, args.max_new_tokens, temp)
+        compare(target, methods, prompts, args.max_new_tokens, temp, args.repeats)
 
 
 if __name__ == "__main__":

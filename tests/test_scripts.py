@@ -1,6 +1,6 @@
 """The tooling that made the shipped weights (scripts/), smoke-tested at tiny sizes so that every weight
 file stays reproducible by the command the model card documents; and the benchmarks' helpers (score
-calibration, the speedup predicted with prefill).
+calibration, the speedup predicted with prefill, paired timing).
 
 Training reads the local standard library (scripts/train.py: corpus_files); here the corpus is the
 shipped held-out text instead (fast, and the same on every machine). Nothing is written outside tmp_path.
@@ -142,3 +142,23 @@ def test_eagle3_experiment_smoke(script, capsys):
     script("eagle3_experiment").main(["--steps", "2", "--batch-size", "2", "--block-size", "16", "--windows", "1"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| EAGLE", "| fused"))]
     assert len(rows) == 2 and all(len(line.split("/")) == 5 for line in rows)  # depths 1-5
+
+
+def test_paired_timing_alternates_and_keeps_each_sides_best(script, monkeypatch):
+    """benchmarks/common.paired (every benchmark's speedup): the two sides take turns, each side's time is its
+    fastest run (a slow spell on a shared machine only adds time), and the results come back with the times."""
+    common, clock, order = script("common"), [0.0], []
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+
+    def side(name, durations):
+        def run():
+            order.append(name)
+            clock[0] += durations.pop(0)  # this run takes that long on the fake clock
+            return name
+        return run
+    base, method, t_base, t_method = common.paired(side("ar", [5.0, 2.0, 9.0]), side("spec", [4.0, 7.0, 1.0]))
+    assert order == ["ar", "spec"] * 3 and (base, method) == ("ar", "spec")
+    assert (t_base, t_method) == (2.0, 1.0)
+    assert common.spread([1.0, 2.0, 4.0]) == "2.00x (1.00-4.00)"
+    with pytest.raises(ValueError, match="repeats"):
+        common.paired(side("ar", []), side("spec", []), repeats=0)
