@@ -21,26 +21,13 @@ Writes nothing but the plot: copy the output into figures/batching.md.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import minispec as ms
+from minispec.theory import step_cost
 
 from common import paired  # benchmarks/common.py
-
-
-@torch.inference_mode()
-def call_cost(model, B, k, context=96, reps=15):
-    """Median seconds of one cached call on k new tokens for each of B rows after `context` tokens."""
-    cache, times, dev = model.new_cache(B), [], model.wte.weight.device
-    model(torch.zeros(B, context, dtype=torch.long, device=dev), cache)
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        model(torch.zeros(B, k, dtype=torch.long, device=dev), cache)[:, -1, 0].tolist()  # wait for the device
-        times.append(time.perf_counter() - t0)
-        cache.crop(context)
-    return statistics.median(times)
 
 
 def measure(target, draft, prompts, B, gamma, n, repeats, temperature):
@@ -91,8 +78,8 @@ def main(argv=None):
             for B in args.batches:
                 r = measure(target, draft, prompts, B, gamma, n, args.repeats, temp)
                 if (gamma, B) not in costs:  # call costs do not depend on the temperature
-                    t1 = call_cost(target, B, 1)
-                    costs[gamma, B] = call_cost(target, B, gamma + 1) / t1, call_cost(draft, B, 1) / t1
+                    t1 = step_cost(target, 1, 96, 15, B)
+                    costs[gamma, B] = step_cost(target, gamma + 1, 96, 15, B) / t1, step_cost(draft, 1, 96, 15, B) / t1
                 r["v"], r["c"] = costs[gamma, B]
                 r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
                 results[temp, gamma, B] = r

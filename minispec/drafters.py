@@ -129,7 +129,7 @@ class ModelDrafter(Drafter):
 
 
 class PromptLookupDrafter(Drafter):
-    """Prompt lookup decoding (Saxena 2023, not in the survey): no model at all, strong on code, which repeats.
+    """Prompt lookup decoding (Saxena 2023; not one the survey centres on): no model, strong on code, which repeats.
 
     Match the context's last n-gram earlier in the context and copy what followed: the longest n in
     [min_n, max_n] with a match wins, and its most recent occurrence is proposed. The copy may run into its

@@ -200,8 +200,8 @@ class HeadDrafter(Drafter):
 
 
 class Lookahead(Drafter):
-    """Jacobi (Santilli et al. 2023; candidates=0) and lookahead decoding (Fu et al. 2024), not in the survey:
-    draft the last token + W guesses (+ up to `candidates` pooled n-grams that start with it); the target's
+    """Jacobi (Santilli et al. 2023; candidates=0) and lookahead decoding (Fu et al. 2024), not ones the survey centres
+    on: draft the last token + W guesses (+ up to `candidates` pooled n-grams that start with it); the target's
     outputs, shifted past what was accepted, are the next guesses.
     Example: speculative_generate(target, Lookahead(target), ids, 32, gamma=10)"""
 

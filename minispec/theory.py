@@ -53,15 +53,15 @@ def best_gamma(alpha, c, max_gamma=16, v=None):
 
 
 @torch.inference_mode()
-def step_cost(model, k, context=128, reps=60):
-    """Median seconds of one cached forward over k new tokens after `context` cached ones."""
-    cache, times, dev = model.new_cache(), [], model.wte.weight.device
+def step_cost(model, k, context=128, reps=60, batch_size=1):
+    """Median seconds of one cached forward over k new tokens after `context` cached ones, for batch_size rows."""
+    cache, times, dev = model.new_cache(batch_size), [], model.wte.weight.device
     if context:
-        model(torch.zeros(1, context, dtype=torch.long, device=dev), cache)
-    x = torch.zeros(1, k, dtype=torch.long, device=dev)
+        model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
+    x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
     for _ in range(reps):
         t = time.perf_counter()
-        model(x, cache)
+        model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead asynchronously)
         times.append(time.perf_counter() - t)
         cache.crop(context)
     return statistics.median(times[5:])

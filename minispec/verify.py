@@ -112,9 +112,9 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
         path.append(node)
 
 
-def typical_accept(candidates, q, p, generator=None, eps=0.3, delta=0.09):
-    """LOSSY (Medusa, Cai et al. 2024): keep the first candidate with p(x) > min(eps, delta * exp(-H(p))), else
-    sample from p. Faster on high-entropy text, but the output no longer follows p."""
+def typical_accept(candidates, q, p, generator=None, eps=0.09, delta=0.3):
+    """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate with p(x) >
+    min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text; the output no longer follows p."""
     entropy = -(p * p.clamp(min=1e-30).log()).sum()
     ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
     return ok[0] if ok else sample(p, generator)

@@ -1,8 +1,9 @@
 """Every notebook's exercise: its check accepts the reference solution and rejects a wrong answer.
 
 A notebook's check lives in a code cell whose first line is `# EXERCISE CHECK` (self-contained: it
-imports what it needs). The reference solution `solution` and a plausible wrong answer `wrong`
-live in notebooks/solutions/<notebook>.py, out of the reader's sight.
+imports what it needs). The reference solution `solution`, a plausible wrong answer `wrong` and, where a
+review found more that slipped through, `more_wrong` live in notebooks/solutions/<notebook>.py, out of the
+reader's sight.
 """
 import importlib.util
 import json
@@ -34,8 +35,9 @@ def test_exercise_check_accepts_the_solution_and_rejects_a_wrong_answer(path):
     exec(compile(source, f"{path.name}: check cell", "exec"), namespace)
     sol = solutions(path)
     assert namespace["check"](sol.solution) is True
-    with pytest.raises(AssertionError):
-        namespace["check"](sol.wrong)
+    for wrong in [sol.wrong] + getattr(sol, "more_wrong", []):  # more_wrong: plausible answers a review found
+        with pytest.raises(AssertionError):
+            namespace["check"](wrong)
 
     def stub(*args, **kwargs):
         raise NotImplementedError("your code here")

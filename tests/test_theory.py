@@ -129,14 +129,14 @@ def test_step_cost_measures_a_cached_forward(random_gpt, monkeypatch):
     empty cache, then `reps` timed forwards of k tokens, each after exactly `context` cached entries (a hook
     on the first block records each forward's length and the cache's); it returns the median of the timed
     ones after the first 5. A fake clock that each forward advances by a known time makes that median known:
-    warm-ups of 9 s, then 0.3 0.1 0.2 0.5 s -> 0.25 s."""
+    warm-ups of 9 s, then 0.3 0.1 0.2 0.5 s -> 0.25 s. With batch_size, every forward has that many rows."""
     from minispec import theory
     m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     clock, seen, ticks = [0.0], [], iter(())
 
     def hook(block, args):
-        seen.append((args[0].shape[1], args[1].length))  # Block(x, cache, layer, mask): new tokens, cached ones
+        seen.append((*args[0].shape[:2], args[1].length))  # Block(x, cache, layer, mask): rows, new tokens, cached
         clock[0] += next(ticks, 0.0)
 
     monkeypatch.setattr(theory.time, "perf_counter", lambda: clock[0])
@@ -144,11 +144,15 @@ def test_step_cost_measures_a_cached_forward(random_gpt, monkeypatch):
     try:
         ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # the context forward, then the timed ones
         assert theory.step_cost(m, 4, context=8, reps=9) == pytest.approx(0.25)
-        assert seen == [(8, 0)] + [(4, 8)] * 9
+        assert seen == [(1, 8, 0)] + [(1, 4, 8)] * 9
         seen.clear()
         ticks = iter([9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # no context: every forward is timed
         assert theory.step_cost(m, 2, context=0, reps=9) == pytest.approx(0.25)
-        assert seen == [(2, 0)] * 9
+        assert seen == [(1, 2, 0)] * 9
+        seen.clear()
+        ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # a batch: every row gets the context and k tokens
+        assert theory.step_cost(m, 3, context=8, reps=9, batch_size=4) == pytest.approx(0.25)
+        assert seen == [(4, 8, 0)] + [(4, 3, 8)] * 9
     finally:
         handle.remove()
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())

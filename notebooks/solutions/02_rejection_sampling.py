@@ -19,3 +19,12 @@ def wrong(x, p, generator):
     if torch.rand((), generator=generator) < p[x]:
         return True, x
     return False, ms.sample(p, generator)
+
+
+def global_rng(x, p, generator):
+    """Wrong: the right law (a draw from p, kept when it equals the guess), but from torch's global generator."""
+    y = int(torch.multinomial(p, 1))
+    return y == x, y
+
+
+more_wrong = [global_rng]  # found by a review: the check must reject these too (tests/test_exercises.py)

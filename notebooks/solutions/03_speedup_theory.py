@@ -18,3 +18,14 @@ def wrong(alphas):
         return 1.0
     a = sum(alphas) / g
     return g + 1.0 if a >= 1 else (1 - a ** (g + 1)) / (1 - a)
+
+
+def reversed_order(alphas):
+    """Wrong: Horner's rule run forwards, 1 + a_g (1 + a_(g-1) (...)): the products of the LAST alphas."""
+    total = 1.0
+    for a in alphas:
+        total = 1 + a * total
+    return total
+
+
+more_wrong = [reversed_order]  # found by a review: the check must reject these too (tests/test_exercises.py)

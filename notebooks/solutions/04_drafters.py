@@ -25,3 +25,30 @@ def wrong(context, gamma):
         last = context[earlier[-1] + 1]
         out.append(last)
     return out
+
+
+def tie_largest_id(context, gamma):
+    """Wrong: ties between equally frequent followers go to the largest token id, not the most recent."""
+    out, last = [], context[-1]
+    while len(out) < gamma:
+        seen = [b for a, b in zip(context, context[1:]) if a == last]
+        if not seen:
+            break
+        last = max(seen, key=lambda t: (seen.count(t), t))
+        out.append(last)
+    return out
+
+
+def frequent_first_only(context, gamma):
+    """Wrong: the most frequent follower for the first token only, then the most recent follower."""
+    seen = [b for a, b in zip(context, context[1:]) if a == context[-1]]
+    out = [max(reversed(seen), key=seen.count)] if seen and gamma > 0 else []
+    while out and len(out) < gamma:
+        earlier = [i for i in range(len(context) - 1) if context[i] == out[-1]]
+        if not earlier:
+            break
+        out.append(context[earlier[-1] + 1])
+    return out
+
+
+more_wrong = [tie_largest_id, frequent_first_only]  # found by a review (tests/test_exercises.py)

@@ -14,3 +14,12 @@ def wrong(model, ids, guess):
     with torch.inference_mode():
         logits = model(torch.tensor([list(ids) + list(guess)]))[0]
     return logits[len(ids):].argmax(-1).tolist()
+
+
+def one_call_per_position(model, ids, guess):
+    """Wrong: the right tokens, but W target passes (one ms.generate call per position), not one."""
+    import minispec as ms
+    return [ms.generate(model, list(ids) + list(guess[:j]), 1).tokens[0] for j in range(len(guess))]
+
+
+more_wrong = [one_call_per_position]  # found by a review: the check must reject these too (tests/test_exercises.py)

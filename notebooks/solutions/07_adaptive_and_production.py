@@ -17,3 +17,14 @@ class wrong(ms.Fixed):
     def update(self, step):
         if step.tree.tokens:
             self.gamma = min(16, 2 * self.gamma) if step.accepted == self.gamma else max(1, self.gamma // 2)
+
+
+class ceil_halving(ms.Fixed):
+    """Wrong: halving rounds up, (gamma + 1) // 2, where the rule rounds down."""
+
+    def update(self, step):
+        if step.tree.tokens:
+            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, (self.gamma + 1) // 2)
+
+
+more_wrong = [ceil_halving]  # found by a review: the check must reject these too (tests/test_exercises.py)
