@@ -217,7 +217,7 @@ def load_drafter(name, target, **options):
     "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024), both with
     ModelDrafter options; "lookup" (PromptLookupDrafter); "early_exit" (EarlyExitDrafter, default k=2);
     "medusa", "hydra" (HeadDrafter on the shipped heads, each with its default static tree); "eagle"
-    (EagleDrafter, an EAGLE-2 dynamic tree).
+    (EagleDrafter: a chain, or EAGLE-2 dynamic trees given branching and width).
     Example: load_drafter("hydra", load_model("target"))
     """
     from . import eagle, selfspec
