@@ -1,19 +1,30 @@
-"""minispec: speculative decoding, small enough to read and checked claim by claim."""
-from . import batch, data, viz
+"""minispec: speculative decoding, small enough to read and checked claim by claim.
+
+The core, read in this order: model, sampling, verify, theory, tree, drafters, adaptive, speculate.
+Beyond it: minispec.methods (early exit, heads, EAGLE, lookahead, the fallback, load_drafter),
+minispec.batch (many prompts at once), minispec.bridge.hf (transformers, optional) and the
+notebook kit minispec.kit (viz, data, the demo).
+"""
+from . import theory, tree, verify
 from .adaptive import Fixed, Heuristic
-from .drafters import Drafter, FallbackDrafter, ModelDrafter, PromptLookupDrafter, load_drafter
+from .batch import loop as _batch_loop  # noqa: F401 (ms.batch: a list of prompts goes there)
+from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from .kit import data, viz
+from .methods import (EarlyExitDrafter, FallbackDrafter, HeadDrafter, Lookahead, MedusaHeads,
+                      load_drafter, load_heads)
 from .model import GPT, GPTConfig, KVCache, decode, encode, load_model
 from .sampling import probs, sample
-from .selfspec import EarlyExitDrafter, HeadDrafter, Lookahead, MedusaHeads, load_heads
 from .speculate import Result, Stats, Step, generate, speculative_generate
-from .theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, best_gamma, expected_tokens,
-                     speedup, tv_distance)
+from .theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, best_gamma,
+                     expected_tokens, speedup, tv_distance)
 from .tree import Tree
-from .verify import accept_prob, greedy_accept, multi_draft_accept, residual, speculative_accept, verify_tree
+from .verify import (accept_prob, greedy_accept, multi_draft_accept, residual,
+                     speculative_accept, verify_tree)
 
-__all__ = ["GPT", "GPTConfig", "KVCache", "decode", "encode", "load_model", "probs", "sample", "accept_prob",
-           "greedy_accept", "multi_draft_accept", "residual", "speculative_accept", "verify_tree", "Tree",
-           "Result", "Stats", "Step", "generate", "speculative_generate", "Drafter", "ModelDrafter",
-           "PromptLookupDrafter", "FallbackDrafter", "EarlyExitDrafter", "HeadDrafter", "Lookahead", "MedusaHeads",
-           "load_heads", "load_drafter", "Fixed", "Heuristic", "acceptance_rate", "accepted_pmf",
-           "alpha_from_acceptance", "best_gamma", "expected_tokens", "speedup", "tv_distance"]
+__all__ = ["GPT", "GPTConfig", "KVCache", "decode", "encode", "load_model", "probs", "sample",
+           "accept_prob", "greedy_accept", "multi_draft_accept", "residual", "speculative_accept",
+           "verify_tree", "Tree", "Result", "Stats", "Step", "generate", "speculative_generate",
+           "Drafter", "ModelDrafter", "PromptLookupDrafter", "FallbackDrafter", "EarlyExitDrafter",
+           "HeadDrafter", "Lookahead", "MedusaHeads", "load_heads", "load_drafter", "Fixed",
+           "Heuristic", "acceptance_rate", "accepted_pmf", "alpha_from_acceptance", "best_gamma",
+           "expected_tokens", "speedup", "tv_distance", "batch", "data", "viz"]

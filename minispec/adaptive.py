@@ -1,20 +1,19 @@
 """Adaptive draft length: how many tokens to draft in the next round (survey section 3.1.4).
 
 A fixed gamma bets on one acceptance rate alpha (theory.best_gamma), but text has easy and hard
-stretches, so the draft length can follow it. A policy has `gamma` (next round), `update(step)` (after
-it) and `reset()` (new call). A draft can also end a round itself once unsure: ModelDrafter(draft,
-threshold=t) and EarlyExitDrafter(target, threshold=t) (Draft & Verify's stop). All are lossless: the
-draft length depends only on the past and on the draft's own tokens.
+stretches, so the draft length can follow it. A policy has `gamma` (next round), `update(step)`
+(after it) and `reset()` (new call). A draft can also end a round itself once unsure:
+ModelDrafter(draft, threshold=t) and EarlyExitDrafter(target, threshold=t) (Draft & Verify's
+stop). All are lossless: the draft length depends only on the past and on the draft's own tokens.
 """
+from .sampling import whole
 
 
 class Fixed:
-    """Always draft gamma tokens (what an int gamma means). Example: speculative_generate(t, d, ids, gamma=Fixed(4))"""
+    """Always draft gamma tokens (what an int gamma means). Example: gamma=Fixed(4)"""
 
     def __init__(self, gamma):
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or int(gamma) != gamma or gamma < 1:
-            raise ValueError(f"gamma (draft length) must be an integer >= 1, got {gamma}")
-        self.start = self.gamma = int(gamma)
+        self.start = self.gamma = whole(gamma, "gamma (draft length)")
 
     def reset(self):
         self.gamma = self.start
@@ -25,8 +24,8 @@ class Fixed:
 
 class Heuristic(Fixed):
     """+2 after a round whose drafts were all kept, else -1 (down to 1): transformers'
-    num_assistant_tokens_schedule="heuristic_transient" (each call starts again from gamma; its "heuristic"
-    keeps the length across calls). Example: gamma=Heuristic(4)"""
+    num_assistant_tokens_schedule="heuristic_transient" (each call starts again from gamma; its
+    "heuristic" keeps the length across calls). Example: gamma=Heuristic(4)"""
 
     def update(self, step):
         if step.tree.tokens:  # a round without drafts (the last token) says nothing

@@ -2,10 +2,10 @@
 
 The architecture is GPT-2's exactly (learned positions, pre-LayerNorm with eps 1e-5, tanh-GELU,
 tied input/output embeddings, biases everywhere), so weights convert losslessly to and from
-`transformers`' GPT2LMHeadModel (scripts/hf.py). Two differences from nanoGPT matter for speculative
-decoding: the model returns logits at *every* position (verifying gamma drafted tokens needs gamma + 1
-next-token distributions from one forward pass), and the KV cache can be cropped back to any prefix
-(which is how rejected draft tokens are undone).
+`transformers`' GPT2LMHeadModel (minispec.bridge.hf). Two differences from nanoGPT matter for
+speculative decoding: the model returns logits at *every* position (verifying gamma drafted tokens
+needs gamma + 1 next-token distributions from one forward pass), and the KV cache can be cropped
+back to any prefix (which is how rejected draft tokens are undone).
 
 References: Radford et al. 2019 (GPT-2); Karpathy's nanoGPT.
 """
@@ -40,58 +40,47 @@ def decode(ids):
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far, row by row for a batch.
+    """Keys and values of every layer for the tokens seen so far, for rows of one length.
 
-    Storage is allocated once for `size` entries (default block_size); `lengths[b]` says how many
-    of row b's entries are valid, so rolling back a rejected draft is free: `crop(n)` just sets the
-    length (entries past it are never read: batch.causal_mask). A token tree needs more entries than
-    positions (siblings share a position): `keep` moves the accepted branch next to the context.
+    Storage is allocated once for `size` entries (default block_size); `length` says how many are
+    valid, so rolling back a rejected draft is free: `crop(n)` just sets the length (entries past
+    it are never read). A token tree needs more entries than positions (siblings share a
+    position): `keep` moves the accepted branch next to the context.
+    The one convention: whoever runs blocks on the cache writes at an explicit `start` and leaves
+    `length` at start + T (GPT.blocks). (Many rows of different lengths: minispec.batch.)
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, config.n_embd // config.n_head)
-        self.k, self.v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
-        self.lengths = [0] * batch_size
+        hs = config.n_embd // config.n_head
+        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, hs)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)  # (n_layer, B, H, size, hs)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
 
     @property
-    def length(self):  # batch 1: the number of entries; with a batch, the longest row's
-        return max(self.lengths)
-
-    @length.setter
-    def length(self, n):
-        self.lengths = [n] * len(self.lengths)
+    def size(self):
+        return self.k.shape[3]
 
     def crop(self, n):
-        """Forget everything after the first n entries (an int, or one per row)."""
-        n = [n] * len(self.lengths) if isinstance(n, int) else list(n)
-        if len(n) != len(self.lengths) or not all(0 <= m <= L for m, L in zip(n, self.lengths)):
-            raise ValueError(f"cannot crop a cache of lengths {self.lengths} to {n}")
-        self.lengths = n
+        """Forget everything after the first n entries."""
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot crop a cache of length {self.length} to {n}")
+        self.length = n
 
     def keep(self, start, nodes):
-        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ...
-        A batch: one start and one list of nodes per row (an int start: the same for every row)."""
-        B = len(self.lengths)
-        starts, paths = ([start] * B, [nodes] * B) if isinstance(start, int) else (start, nodes)
-        for b, (s, path) in enumerate(zip(starts, paths)):
-            idx = s + torch.tensor(path, dtype=torch.long, device=self.k.device)
-            self.k[:, b, :, s:s + len(path)] = self.k[:, b, :, idx]  # (n_layer, H, n, hs)
-            self.v[:, b, :, s:s + len(path)] = self.v[:, b, :, idx]
-        self.crop([s + len(path) for s, path in zip(starts, paths)])
+        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ..."""
+        idx = start + torch.tensor(nodes, dtype=torch.long, device=self.k.device)
+        self.k[:, :, :, start:start + len(nodes)] = self.k[:, :, :, idx]  # (n_layer, B, H, n, hs)
+        self.v[:, :, :, start:start + len(nodes)] = self.v[:, :, :, idx]
+        self.crop(start + len(nodes))
 
-    def write(self, layer, k, v):
-        """Store new keys/values (B, H, T, hs) after each row's own entries; return every row's keys and
-        values up to the longest row (B, H, S, hs). Row b's new entries sit at lengths[b], ..."""
-        B, T = k.shape[0], k.shape[2]
-        if len(set(self.lengths[:B])) == 1:  # all rows equally long: one slice
-            L = self.lengths[0]
-            self.k[layer, :B, :, L:L + T], self.v[layer, :B, :, L:L + T] = k, v
-        else:
-            cols = torch.tensor(self.lengths[:B], device=k.device)[:, None] + torch.arange(T, device=k.device)
-            rows = torch.arange(B, device=k.device)[:, None]  # (B, 1) with cols (B, T): row b, entry lengths[b] + t
-            self.k[layer][rows, :, cols], self.v[layer][rows, :, cols] = k.transpose(1, 2), v.transpose(1, 2)
-        S = max(self.lengths[:B]) + T
-        return self.k[layer, :B, :, :S], self.v[layer, :B, :, :S]
+    def write(self, layer, k, v, start):
+        """Store new keys/values (B, H, T, hs) at entries start..start + T - 1 of `layer`; return
+        the keys and values of every entry up to them (B, H, start + T, hs)."""
+        T = k.shape[2]
+        self.k[layer, :, :, start:start + T] = k
+        self.v[layer, :, :, start:start + T] = v
+        return self.k[layer, :, :, :start + T], self.v[layer, :, :, :start + T]
 
 
 class CausalSelfAttention(nn.Module):
@@ -101,19 +90,20 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v in one matmul
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
 
-    def forward(self, x, cache=None, layer=0, mask=None):
+    def forward(self, x, cache=None, layer=0, mask=None, start=0):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if cache is not None:  # write the new keys/values after the cached ones, attend to all
-            k, v = cache.write(layer, k, v)
+            k, v = cache.write(layer, k, v, start)  # (B, H, S, hs)
         S = k.shape[2]
-        if mask is None and 1 < T < S:  # plain causal attention: query i sees every key up to its own position
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)  # (T, S)
-        elif mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over the heads
+        if mask is None and 1 < T < S:  # causal: query i sees every key up to its own position
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+        elif mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over heads
             mask = mask[:, None]
         causal = mask is None and T == S > 1  # no cache: the built-in causal mask
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # mask (T, S) bool: e.g. a tree
+        # mask (T, S) bool, e.g. a tree's: query i attends to key j where mask[i, j]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
@@ -135,13 +125,13 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=1e-5)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, layer=0, mask=None):
-        x = x + self.attn(self.ln_1(x), cache, layer, mask)
+    def forward(self, x, cache=None, layer=0, mask=None, start=0):
+        x = x + self.attn(self.ln_1(x), cache, layer, mask, start)
         return x + self.mlp(self.ln_2(x))
 
 
 class GPT(nn.Module):
-    """GPT-2. Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(torch.tensor([[1, 2]]))"""
+    """GPT-2. Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(torch.tensor([[1]]))"""
 
     def __init__(self, config):
         super().__init__()
@@ -171,56 +161,50 @@ class GPT(nn.Module):
     def embed(self, idx, pos):
         """Token ids (B, T) at positions (T,) or (B, T) -> the first hidden states h_0 (B, T, C)."""
         if pos.numel() and int(pos.max()) >= self.config.block_size:
-            raise ValueError(f"position {int(pos.max())} (a sequence of {int(pos.max()) + 1} tokens) exceeds "
+            n = int(pos.max()) + 1
+            raise ValueError(f"position {n - 1} (a sequence of {n} tokens) exceeds "
                              f"block_size={self.config.block_size}")
         return self.wte(idx) + self.wpe(pos)
 
-    def blocks(self, x, cache=None, layers=None, mask=None, exits=None):
-        """Run blocks `layers` (default all) on x (B, T, C), which follow each row's cached entries;
-        append the logits after each block to `exits` if given (the early-exit training loss)."""
-        if cache is not None and cache.length + x.shape[1] > cache.k.shape[3]:
-            raise ValueError(f"the KV cache holds {cache.k.shape[3]} entries, {cache.length + x.shape[1]} needed "
-                             f"(block_size={self.config.block_size}; a bigger cache: new_cache(size=...))")
+    def blocks(self, x, cache=None, layers=None, mask=None, start=None):
+        """Run blocks `layers` (default all) on x (B, T, C). With a cache, each layer writes the T
+        new keys/values at entries start.. (default: after the `length` cached ones), and the
+        cache's length becomes start + T: the one place a cache advances."""
+        start = (cache.length if start is None else start) if cache is not None else 0
+        if cache is not None and start + x.shape[1] > cache.size:
+            raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} needed "
+                             f"(block_size={self.config.block_size}; a bigger one: new_cache(size))")
         for i in range(self.config.n_layer) if layers is None else layers:
-            x = self.h[i](x, cache, i, mask)
-            if exits is not None:
-                exits.append(self.lm_head(self.ln_f(x)))
+            x = self.h[i](x, cache, i, mask, start)
+        if cache is not None:
+            cache.length = start + x.shape[1]
         return x
 
-    def forward(self, idx, cache=None, pos=None, mask=None, n_layer=None, all_exits=False):
-        """idx (B, T) token ids -> next-token logits at every position (B, T, V).
+    def features(self, idx, cache=None, pos=None, mask=None):
+        """idx (B, T) -> ln_f(h_N) (B, T, C): what the head reads (and Medusa, Hydra and EAGLE).
 
-        cache: a KVCache; the new tokens follow its `length` cached ones and extend it (ragged rows: batch.feed).
-        pos, mask: position ids (T,) and a (T, length + T) bool attention mask (default: consecutive, causal),
-            to score a token tree in one pass.
-        n_layer: run only the first n_layer blocks, then the shared ln_f and head (early exit);
-        all_exits: instead, a list of the logits after every block (the early-exit training loss).
+        cache: a KVCache; the new tokens follow its `length` cached ones and extend it.
+        pos, mask: position ids (T,) and a (T, length + T) bool attention mask (default:
+            consecutive, causal), to score a token tree in one pass (tree.score_tree).
         """
         start = cache.length if cache is not None else 0
-        if cache is not None and len(set(cache.lengths)) > 1 and (pos is None or mask is None):
-            raise ValueError(f"the cache's rows have different lengths {cache.lengths}: use minispec.batch.feed")
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
-        exits = [] if all_exits else None
-        x = self.blocks(self.embed(idx, pos), cache, range(self.config.n_layer if n_layer is None else n_layer), mask, exits)
-        if cache is not None:
-            cache.lengths = [L + idx.shape[1] for L in cache.lengths]
-        return exits if all_exits else self.lm_head(self.ln_f(x))  # (B, T, V)
+        return self.ln_f(self.blocks(self.embed(idx, pos), cache, mask=mask))
 
-
-def save_model(model, path, **card):
-    """Store weights in fp16 together with the config (and any notes for the model card)."""
-    state = {k: v.half() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    torch.save({"config": vars(model.config), "state_dict": state, "card": card}, path)
+    def forward(self, idx, cache=None, pos=None, mask=None):
+        """idx (B, T) token ids -> next-token logits at every position (B, T, V); see features."""
+        return self.lm_head(self.features(idx, cache, pos, mask))
 
 
 def load_model(name):
-    """Load a shipped model ("target", "draft", "draft_distilled") or a path to a saved file: eval mode, fp32, CPU."""
+    """A shipped model ("target", "draft", "draft_distilled") or a path to a saved .pt file
+    -> a GPT in eval mode, fp32, on the CPU (weights are stored in fp16)."""
     path = WEIGHTS_DIR / f"{name}.pt"
     path = path if path.exists() else Path(name)
     if not (path.suffix == ".pt" and path.exists()):
-        raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', 'target'], "
-                         "or give a path to a .pt file")
+        raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
+                         "'target'], or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}

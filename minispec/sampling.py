@@ -1,17 +1,29 @@
 """From logits to a distribution to a token: temperature, top-k, top-p, explicit generators.
 
-Speculative sampling is lossless only if the draft token really was drawn from the `q` that the verifier sees,
-so one function, `probs`, turns logits into the distribution sampled from, identically for target (p) and draft (q).
+Speculative sampling is lossless only if the draft token really was drawn from the `q` that the
+verifier sees, so one function, `probs`, turns logits into the distribution sampled from,
+identically for target (p) and draft (q).
 """
 import torch
 import torch.nn.functional as F
 
 
+def whole(value, name, low=1):
+    """An integral number >= low (4, 4.0 or numpy.int64(4)) as an int, else a ValueError naming it."""
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= low
+    except (TypeError, ValueError, OverflowError):  # None, a string, nan, inf
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
 def check_sampling_args(temperature=1.0, top_k=None, top_p=None):
-    if temperature is None or temperature < 0:
+    if temperature is None or not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-    if top_k is not None and (int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k}")
+    if top_k is not None:
+        whole(top_k, "top_k (or None)")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
 
@@ -30,13 +42,13 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1)
+        kth = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (..., 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
     p = F.softmax(logits, dim=-1)
     if top_p is not None and top_p < 1:
         sorted_p, order = torch.sort(p, dim=-1, descending=True)
         mass_before = sorted_p.cumsum(-1) - sorted_p  # mass of the strictly more likely tokens
-        drop = (mass_before >= top_p).scatter(-1, order, mass_before >= top_p)  # back to vocab order
+        drop = (mass_before >= top_p).scatter(-1, order, mass_before >= top_p)  # vocab order
         p = p.masked_fill(drop, 0.0)
         p = p / p.sum(-1, keepdim=True)
     return p

@@ -1,4 +1,4 @@
-"""Closed forms of speculative decoding (Leviathan et al. 2023, section 3), and the costs they need, measured.
+"""Closed forms of speculative decoding (Leviathan et al. 2023, section 3), and the costs they need.
 
 alpha    expected acceptance of one drafted token (acceptance_rate)
 gamma    drafted tokens per target call
@@ -23,13 +23,14 @@ def acceptance_rate(p, q):
 
 
 def expected_tokens(alpha, gamma):
-    """E[tokens per target call] = E[drafts kept] + 1 = (1 - alpha^(gamma+1)) / (1 - alpha); gamma + 1 at alpha = 1."""
+    """E[tokens per target call] = E[drafts kept] + 1 = (1 - alpha^(gamma+1)) / (1 - alpha);
+    gamma + 1 at alpha = 1."""
     return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
 def accepted_pmf(alpha, gamma):
-    """P(n drafted tokens kept), n = 0..gamma, each kept independently with probability alpha: truncated
-    geometric, alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
+    """P(n drafted tokens kept), n = 0..gamma, each kept independently with probability alpha:
+    truncated geometric, alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
     return [alpha ** n * (1 - alpha) for n in range(gamma)] + [alpha ** gamma]
 
 
@@ -38,13 +39,16 @@ def alpha_from_acceptance(rate, gamma):
     lo, hi = 0.0, 1.0
     for _ in range(60):  # bisection: the fraction grows with alpha
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, gamma + 1)) / gamma < rate else (lo, mid)
+        if sum(mid ** i for i in range(1, gamma + 1)) / gamma < rate:
+            lo = mid
+        else:
+            hi = mid
     return (lo + hi) / 2
 
 
 def speedup(alpha, gamma, c, v=1.0):
     """Walltime speedup over autoregressive decoding: E[tokens per target call] / (gamma * c + v)."""
-    return expected_tokens(alpha, gamma) / (gamma * c + v)  # gamma * c + v: one call's cost, in target steps
+    return expected_tokens(alpha, gamma) / (gamma * c + v)  # one call's cost, in target steps
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):
@@ -54,14 +58,15 @@ def best_gamma(alpha, c, max_gamma=16, v=None):
 
 @torch.inference_mode()
 def step_cost(model, k, context=128, reps=60, batch_size=1):
-    """Median seconds of one cached forward over k new tokens after `context` cached ones, for batch_size rows."""
+    """Median seconds of one cached forward over k new tokens after `context` cached ones, for
+    batch_size rows (the first 5 calls are warm-up)."""
     cache, times, dev = model.new_cache(batch_size), [], model.wte.weight.device
     if context:
         model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
     x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
     for _ in range(reps):
         t = time.perf_counter()
-        model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead asynchronously)
+        model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
         times.append(time.perf_counter() - t)
         cache.crop(context)
     return statistics.median(times[5:])

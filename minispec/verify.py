@@ -11,9 +11,9 @@ from .sampling import sample
 
 
 def accept_prob(p, q):
-    """min(1, p / q), elementwise: the chance that a token drawn from q is kept (1 where q = 0, never drawn).
+    """min(1, p / q), elementwise: the chance that a token drawn from q is kept (1 where q = 0).
 
-    Example: accept_prob(torch.tensor([.5, .1]), torch.tensor([.25, .4])) -> tensor([1.0000, 0.2500])
+    Example: accept_prob(torch.tensor([.5, .1]), torch.tensor([.25, .4])) -> tensor([1.0, 0.25])
     """
     return torch.where(q > 0, p / q, 1.0).clamp(max=1)
 
@@ -30,14 +30,16 @@ def _check(draft_tokens, p, q=None):
     if p.dim() != 2 or p.shape[0] != g + 1:
         raise ValueError(f"p must have shape (gamma + 1, V) = ({g + 1}, V), got {tuple(p.shape)}")
     if q is not None and tuple(q.shape) != (g, p.shape[1]):
-        raise ValueError(f"q must have shape (gamma, V) = ({g}, {p.shape[1]}), got {tuple(q.shape)}")
+        raise ValueError(f"q must have shape (gamma, V) = ({g}, {p.shape[1]}), "
+                         f"got {tuple(q.shape)}")
     if not all(0 <= t < p.shape[1] for t in draft_tokens):
         raise ValueError(f"draft tokens must lie in [0, {p.shape[1]}), got {list(draft_tokens)}")
 
 
 def greedy_accept(draft_tokens, p):
-    """draft_tokens (g,), p (g+1, V) -> (n accepted, token the target adds): keep the longest prefix on which
-    the draft agrees with the target's argmax, then add the target's own; output = the target's greedy text exactly.
+    """draft_tokens (g,), p (g+1, V) -> (n accepted, token the target adds): keep the longest
+    prefix on which the draft agrees with the target's argmax, then add the target's own; the
+    output is the target's greedy text exactly.
 
     Example: greedy_accept([2, 0], torch.eye(3)[[2, 1, 0]]) == (1, 1)
     """
@@ -53,8 +55,8 @@ def greedy_accept(draft_tokens, p):
 def speculative_accept(draft_tokens, q, p, generator=None):
     """draft_tokens (g,) drawn from q (g, V); target p (g+1, V) -> (n accepted, token added).
 
-    Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2. Each emitted token is distributed exactly
-    as p: P(keep, x) + P(reject) * residual(x) = min(p, q)(x) + (p - min(p, q))(x) = p(x).
+    Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2. Each emitted token is distributed
+    exactly as p: P(keep, x) + P(reject) * residual(x) = min(p, q)(x) + (p - min(p, q))(x) = p(x).
     """
     draft_tokens = [int(t) for t in draft_tokens]
     _check(draft_tokens, p, q)
@@ -72,10 +74,12 @@ def multi_draft_accept(candidates, q, p, generator=None):
     """k candidates drawn iid from q (V,) at one node; target p (V,) -> the emitted token (~ p).
 
     SpecInfer (Miao et al. 2024): try each candidate with min(1, p/q); after a rejection p becomes
-    norm(max(0, p - q)), the distribution of what the target still owes; if every candidate fails, sample from that.
+    norm(max(0, p - q)), the distribution of what the target still owes; if every candidate
+    fails, sample from that.
     """
     if q.dim() != 1 or p.shape != q.shape:
-        raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and {tuple(q.shape)}")
+        raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
+                         f"{tuple(q.shape)}")
     if not all(0 <= int(c) < len(p) for c in candidates):
         raise ValueError(f"candidates must lie in [0, {len(p)}), got {list(candidates)}")
     for x in (int(c) for c in candidates):
@@ -86,24 +90,27 @@ def multi_draft_accept(candidates, q, p, generator=None):
 
 
 def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accept):
-    """Walk any drafter's tree (a chain is one branch) with the target's p (1 + N, V): row 0 after the context
-    (the root), row 1 + i after node i -> (path: the kept nodes, root's child first; token: the target's own next).
+    """Walk any drafter's tree (a chain is one branch) with the target's p (1 + N, V): row 0 after
+    the context (the root), row 1 + i after node i -> (path: the kept nodes, root's child first;
+    token: the target's own next).
 
-    Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain). Otherwise, at each
-    node: `rule` turns the candidates drawn from the draft's q there into one token ~ p (speculative_accept's
-    step, on a chain); descend if it is a child, else stop. Where the children are deterministic guesses (q is
-    None: heads, lookahead), draw x ~ p and descend if a child holds it. Every emitted token follows p, so by
-    induction over depth the output does too.
+    Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain).
+    Otherwise, at each node: `rule` turns the candidates drawn from the draft's q there into one
+    token ~ p (speculative_accept's step, on a chain); descend if it is a child, else stop. Where
+    the children are deterministic guesses (no q recorded: heads, lookahead, Tree.add), draw
+    x ~ p and descend if a child holds it. Every emitted token follows p, so by induction over
+    depth the output does too.
     """
     if p.dim() != 2 or p.shape[0] != len(tree.tokens) + 1:
-        raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), got {tuple(p.shape)}")
+        raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), "
+                         f"got {tuple(p.shape)}")
     path, node = [], -1
     while True:
-        kids, pn = tree.children(node), p[node + 1]
+        kids, pn, q = tree.children(node), p[node + 1], tree.q.get(node)
         if temperature == 0:
             tok = int(pn.argmax())
-        elif kids and (tree.q[node] is not None or rule is not multi_draft_accept):
-            tok = rule(tree.cands[node], tree.q[node], pn, generator)
+        elif kids and (q is not None or rule is not multi_draft_accept):
+            tok = rule(tree.cands.get(node, list(kids)), q, pn, generator)
         else:  # a leaf (the bonus token), or deterministic guesses
             tok = sample(pn, generator)
         if tok not in kids:
@@ -113,8 +120,9 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
 
 
 def typical_accept(candidates, q, p, generator=None, eps=0.09, delta=0.3):
-    """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate with p(x) >
-    min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text; the output no longer follows p."""
+    """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate
+    with p(x) > min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text;
+    the output no longer follows p."""
     entropy = -(p * p.clamp(min=1e-30).log()).sum()
     ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
     return ok[0] if ok else sample(p, generator)

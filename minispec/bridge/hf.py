@@ -1,4 +1,4 @@
-"""minispec GPT <-> transformers GPT2LMHeadModel, and real GPT-2 checkpoints (`pip install minispec[hf]`).
+"""minispec GPT <-> transformers GPT2LMHeadModel, and real GPT-2 checkpoints (minispec[hf]).
 
 minispec's GPT is GPT-2 exactly, so conversion only renames keys and transposes the weights of
 transformers' Conv1D layers (the same matrices, stored transposed). That gives two things:
@@ -8,21 +8,24 @@ transformers' Conv1D layers (the same matrices, stored transposed). That gives t
     code runs unchanged on them (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2: one tokenizer).
 transformers is imported inside the functions: the rest of minispec never needs it.
 """
-from minispec.model import GPT, GPTConfig
+from ..model import GPT, GPTConfig
 
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 def to_hf_state_dict(model):
     """minispec GPT -> state dict for transformers.GPT2LMHeadModel (load with strict=False)."""
-    return {(k if k.startswith("lm_head") else "transformer." + k): v.t() if k.endswith(_CONV1D) else v
-            for k, v in model.state_dict().items()}
+    state = {}
+    for k, v in model.state_dict().items():
+        name = k if k.startswith("lm_head") else "transformer." + k
+        state[name] = v.t() if k.endswith(_CONV1D) else v
+    return state
 
 
 def from_hf_state_dict(state, config):
     """transformers.GPT2LMHeadModel state dict -> minispec GPT (the inverse of to_hf_state_dict)."""
     ours = {k.removeprefix("transformer."): v for k, v in state.items()
-            if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # HF's causal-mask buffers, not weights
+            if not k.endswith((".attn.bias", ".attn.masked_bias"))}  # HF's mask buffers
     ours = {k: v.t() if k.endswith(_CONV1D) else v for k, v in ours.items()}
     ours.setdefault("lm_head.weight", ours["wte.weight"])
     model = GPT(config)
@@ -37,9 +40,9 @@ def to_hf(model):
     """
     from transformers import GPT2Config, GPT2LMHeadModel
     c = model.config
-    config = GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer,
-                        n_head=c.n_head, activation_function="gelu_new", layer_norm_epsilon=1e-5,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+    config = GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd,
+                        n_layer=c.n_layer, n_head=c.n_head, activation_function="gelu_new",
+                        layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
                         bos_token_id=None, eos_token_id=None, pad_token_id=None)
     hf = GPT2LMHeadModel(config)
     missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
@@ -55,14 +58,15 @@ def from_hf(hf):
     """
     c = hf.config
     if getattr(c, "model_type", None) != "gpt2":
-        raise ValueError(f"only GPT-2 models convert, got model_type={getattr(c, 'model_type', None)!r}")
-    odd = {k: getattr(c, k) for k, ok in [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5),
-                                          ("n_inner", None), ("scale_attn_weights", True),
-                                          ("scale_attn_by_inverse_layer_idx", False)] if getattr(c, k) != ok}
+        kind = getattr(c, "model_type", None)
+        raise ValueError(f"only GPT-2 models convert, got model_type={kind!r}")
+    ours = [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5), ("n_inner", None),
+            ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False)]
+    odd = {k: getattr(c, k) for k, ok in ours if getattr(c, k) != ok}
     if odd:
         raise ValueError(f"this GPT-2 variant differs from minispec's architecture: {odd}")
-    config = GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, n_layer=c.n_layer, n_head=c.n_head,
-                       n_embd=c.n_embd)
+    config = GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, n_layer=c.n_layer,
+                       n_head=c.n_head, n_embd=c.n_embd)
     state = {k: v.float().cpu() for k, v in hf.state_dict().items()}
     return from_hf_state_dict(state, config)
 
@@ -77,4 +81,4 @@ def load_gpt2(name="gpt2"):
     from transformers import AutoTokenizer, GPT2LMHeadModel
     tokenizer = AutoTokenizer.from_pretrained(name)
     model = from_hf(GPT2LMHeadModel.from_pretrained(name))
-    return model, (lambda text: tokenizer.encode(text)), (lambda ids: tokenizer.decode(list(ids)))
+    return model, tokenizer.encode, tokenizer.decode

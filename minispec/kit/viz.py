@@ -9,26 +9,39 @@ import itertools
 import numpy as np
 import torch
 
-from .speculate import speculative_generate
-from .model import decode, encode
-from .sampling import probs
-from .theory import accepted_pmf, alpha_from_acceptance
-from .verify import residual
+from ..model import decode, encode
+from ..sampling import probs
+from ..speculate import speculative_generate
+from ..theory import accepted_pmf, alpha_from_acceptance
+from ..verify import residual
 
 COLORS = {"accepted": "#2e7d32", "rejected": "#c62828", "correction": "#1565c0", "bonus": "#6a1b9a"}
-_ANSI = {"accepted": "\033[32m", "rejected": "\033[9;31m", "correction": "\033[34m", "bonus": "\033[35m"}
+_ANSI = {"accepted": "\033[32m", "rejected": "\033[9;31m", "correction": "\033[34m",
+         "bonus": "\033[35m"}
 _RESET = "\033[0m"
 
 
+def drafted(step):
+    """The kept tokens of a Step, then the rest of the draft's most probable branch: what a trace
+    shows as drafted (a tree's other branches are not shown)."""
+    tree, node = step.tree, step.path[-1] if step.path else -1
+    out = [tree.tokens[i] for i in step.path]
+    while tree.children(node):
+        node = max(tree.children(node).values(), key=tree.score)
+        out.append(tree.tokens[node])
+    return out
+
+
 def trace_segments(steps, show_rejected=True):
-    """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind: accepted (a kept draft),
-    rejected (a discarded draft, struck through), correction (the target's token after a rejection), bonus (its free
-    token after a fully kept draft). ansi_trace (terminal), html_trace and plot_trace color them alike."""
+    """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind:
+    accepted (a kept draft), rejected (a discarded draft, struck through), correction (the
+    target's token after a rejection), bonus (its free token after a fully kept draft).
+    ansi_trace (terminal), html_trace and plot_trace color them alike."""
     out = []
     for s in steps:
-        out += [(decode([t]), "accepted") for t in s.drafted[:s.accepted]]
+        out += [(decode([t]), "accepted") for t in drafted(s)[:s.accepted]]
         if show_rejected:
-            out += [(decode([t]), "rejected") for t in s.drafted[s.accepted:]]
+            out += [(decode([t]), "rejected") for t in drafted(s)[s.accepted:]]
         out.append((decode([s.token]), "bonus" if s.bonus else "correction"))
     return out
 
@@ -43,7 +56,9 @@ def ansi_trace(steps, show_rejected=False):
 def html_trace(steps, show_rejected=True):
     """The trace as an HTML string (display it with IPython.display.HTML)."""
     def span(text, kind):
-        style = f"color:{COLORS[kind]}" + (";text-decoration:line-through;opacity:0.6" if kind == "rejected" else "")
+        style = f"color:{COLORS[kind]}"
+        if kind == "rejected":
+            style += ";text-decoration:line-through;opacity:0.6"
         return f'<span style="{style}" title="{kind}">{html.escape(text)}</span>'
     body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected))
     legend = " ".join(span(k, k) for k in COLORS)
@@ -58,10 +73,12 @@ def _axes(ax, ncols=1, size=(7, 3)):
 
 
 def plot_trace(steps, show_rejected=True, width=80, ax=None):
-    """The colored trace as a static matplotlib figure (monospace; rejected newlines shown as ⏎)."""
+    """The colored trace as a static matplotlib figure (monospace; rejected newlines as ⏎)."""
     cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
-    for kind, group in itertools.groupby(trace_segments(steps, show_rejected), key=lambda seg: seg[1]):
-        text = "".join(t for t, _ in group).replace("\t", "    ").replace("\n", "⏎" if kind == "rejected" else "\n")
+    segments = trace_segments(steps, show_rejected)
+    for kind, group in itertools.groupby(segments, key=lambda seg: seg[1]):
+        text = "".join(t for t, _ in group).replace("\t", "    ")
+        text = text.replace("\n", "⏎" if kind == "rejected" else "\n")
         text = "".join(ch if ch.isprintable() or ch == "\n" else "·" for ch in text)
         for i, line in enumerate(text.split("\n")):
             row, col = (row + 1, 0) if i or col + len(line) > width else (row, col)
@@ -69,7 +86,8 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None):
             col += len(line)
     fig, ax = _axes(ax, size=(width * 0.1, 0.25 * (row + 3)))
     for r, c, line, kind in cells:
-        ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5, va="center")  # 1 char ~ 1 unit
+        ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5,
+                va="center")  # 1 char ~ 1 unit
         if kind == "rejected":
             ax.plot([c, c + len(line)], [-r, -r], color=COLORS[kind], lw=0.8)
     for i, kind in enumerate(COLORS):
@@ -82,13 +100,15 @@ def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
     fig, ax = _axes(ax)
     kept, bonus = np.array([s.accepted for s in steps]), np.array([s.bonus for s in steps])
-    rej, x = np.array([len(s.drafted) for s in steps]) - kept, np.arange(1, len(steps) + 1)
+    rej, x = np.array([len(drafted(s)) for s in steps]) - kept, np.arange(1, len(steps) + 1)
     ax.bar(x, kept, color=COLORS["accepted"], label="accepted draft")
     ax.bar(x, 1, bottom=kept, color=np.where(bonus, COLORS["bonus"], COLORS["correction"]),
            label="target's token (blue: correction, purple: bonus)")
     ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
-    ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3), title=f"{kept.sum() + len(steps)} "
-           f"tokens in {len(steps)} target calls ({(kept.sum() + len(steps)) / max(1, len(steps)):.2f} per call)")
+    total = kept.sum() + len(steps)
+    ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3),
+           title=f"{total} tokens in {len(steps)} target calls "
+                 f"({total / max(1, len(steps)):.2f} per call)")
     ax.legend(fontsize=7, loc="upper right")
     return fig
 
@@ -101,24 +121,29 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     """
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
-    labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣") for i in idx.tolist()]
-    kept, res, x = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy(), np.arange(len(idx))
+    labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣")
+              for i in idx.tolist()]
+    kept, res = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy()
+    x = np.arange(len(idx))
     fig, axes = _axes(ax, ncols=2, size=(9, 3)) if ax is None else (ax[0].figure, ax)
     axes[0].bar(x, kept, color=COLORS["accepted"], label="min(p, q): kept")
     axes[0].bar(x, res, bottom=kept, color=COLORS["correction"], label="max(0, p - q): residual")
-    axes[0].bar(x, q[idx].numpy(), fill=False, edgecolor=COLORS["rejected"], ls="--", label="q (draft)")
+    axes[0].bar(x, q[idx].numpy(), fill=False, edgecolor=COLORS["rejected"], ls="--",
+                label="q (draft)")
     alpha = float(torch.minimum(p, q).sum())
-    axes[0].set(title=f"p = min(p, q) + max(0, p - q);  alpha = {alpha:.3f}", xticks=x, xticklabels=labels)
+    axes[0].set(title=f"p = min(p, q) + max(0, p - q);  alpha = {alpha:.3f}", xticks=x,
+                xticklabels=labels)
     axes[0].legend(fontsize=7)
     axes[1].bar(x, residual(p, q)[idx].numpy(), color=COLORS["correction"])
-    axes[1].set(title=f"residual norm(max(0, p - q)), used w.p. {1 - alpha:.3f}", xticks=x, xticklabels=labels)
+    axes[1].set(title=f"residual norm(max(0, p - q)), used w.p. {1 - alpha:.3f}", xticks=x,
+                xticklabels=labels)
     return fig
 
 
 def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
-    """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean if None)."""
-    gamma = gamma or max(len(s.drafted) for s in steps)
-    n = np.array([s.accepted for s in steps if len(s.drafted) == gamma])
+    """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean)."""
+    gamma = gamma or max(len(drafted(s)) for s in steps)
+    n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma])
     if not len(n):
         raise ValueError(f"no round drafted gamma={gamma} tokens")
     alpha = alpha_from_acceptance(n.mean() / gamma, gamma) if alpha is None else alpha
@@ -135,7 +160,8 @@ def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
 def trace_explorer(target, draft, prompts, max_new_tokens=60):
     """ipywidgets: gamma/temperature/prompt/seed -> rerun and redraw trace + acceptance per step.
 
-    prompts: a list of texts or a dict label -> text. Example: trace_explorer(target, draft, ["def "])
+    prompts: a list of texts or a dict label -> text.
+    Example: trace_explorer(target, draft, ["def "])
     """
     import ipywidgets as w
     import matplotlib.pyplot as plt
@@ -146,12 +172,13 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60):
                                    temperature, seed=seed, crop_prompt=True)
         display(HTML(html_trace(res.steps)), plot_acceptance(res.steps))
         plt.close("all")
-    return w.interactive(show, gamma=w.IntSlider(4, 1, 10), temperature=w.FloatSlider(0.0, min=0, max=2, step=0.1),
+    return w.interactive(show, gamma=w.IntSlider(4, 1, 10),
+                         temperature=w.FloatSlider(0.0, min=0, max=2, step=0.1),
                          prompt=w.Dropdown(options=prompts), seed=w.IntText(0))
 
 
 def pq_explorer(target, draft, prompt, top=12):
-    """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (applied to both)."""
+    """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (both)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -164,14 +191,20 @@ def pq_explorer(target, draft, prompt, top=12):
 
 
 def show(*objs):
-    """Print each function's or class's source: a notebook shows the code under its equation (one source of truth)."""
+    """Print each function's or class's source: a notebook shows the code under its equation
+    (one source of truth)."""
     for obj in objs:
         print(inspect.getsource(obj))
 
 
+def byte_label(token):
+    """A token's byte as a short printable label: 'a', '\\n', '\\x00'."""
+    return repr(decode([token]))[1:-1]
+
+
 def draw_tree(tree, path=(), ax=None, label=None):
-    """The tree left to right, the accepted path in green. label: token id -> text (default: bytes)."""
-    label = label or (lambda t: repr(decode([t]))[1:-1])
+    """The tree left to right, the accepted path in green. label: token id -> text (bytes)."""
+    label = label or byte_label
     _, ax = _axes(ax, size=(7, 4))
     d, y, rows = {-1: 0, **dict(enumerate(tree.depths().tolist()))}, {}, itertools.count()
 

@@ -1,6 +1,6 @@
-"""The held-out text every notebook and benchmark reads: six files of the Python 3.11.7 standard library
-(PSF license) the shipped models never trained on, shipped so that no result depends on the Python
-that runs it (Colab's differs). Only retraining reads the local standard library (scripts/).
+"""The held-out text every notebook and benchmark reads: six files of the Python 3.11.7 standard
+library (PSF license) the shipped models never trained on, shipped so that no result depends on
+the Python that runs it (Colab's differs). Only retraining reads the local standard library.
 """
 import math
 from pathlib import Path
@@ -34,12 +34,6 @@ def prompts(n=8, length=128, offset=0):
     return out
 
 
-def get_batch(data, batch_size, block_size, generator):
-    """Random windows of a byte tensor: inputs x and next-byte targets y, both (batch_size, block_size)."""
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
-    return (torch.stack([data[i:i + block_size] for i in ix]), torch.stack([data[i + 1:i + 1 + block_size] for i in ix]))
-
-
 @torch.no_grad()
 def bits_per_byte(model, data, block_size=256, max_windows=128):
     """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
@@ -48,6 +42,9 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
     totals = torch.zeros(model.config.n_layer)
     for w in range(n):
         s = w * ((len(data) - 1) // n)
-        for layer, logits in enumerate(model(data[s:s + block_size][None], all_exits=True)):
-            totals[layer] += F.cross_entropy(logits[0], data[s + 1:s + block_size + 1])
+        x = model.embed(data[s:s + block_size][None], torch.arange(block_size))
+        for layer in range(model.config.n_layer):  # exit after each block: the shared ln_f and head
+            x = model.blocks(x, layers=[layer])
+            logits = model.lm_head(model.ln_f(x))[0]
+            totals[layer] += F.cross_entropy(logits, data[s + 1:s + block_size + 1])
     return (totals / n / math.log(2)).tolist()

@@ -1,0 +1,90 @@
+"""Batches of rows of different lengths: ragged prompts, and drafts of which each row keeps its own
+number.
+
+Real engines decode many requests at once. Rows then disagree about everything: prompt length, how
+many drafted tokens the target kept, when they stop. One padded forward pass serves them all if
+  * each row writes its keys after ITS OWN cached entries (RaggedCache.write, per-row lengths),
+  * each token sits at its own row's position (not the longest row's: a uniform-position bug),
+  * attention masks out every entry past a row's length (causal_mask: masked, not zeroed).
+The speculative loop then verifies each row on its own and rolls each row back to its own length.
+transformers' assisted generation and most teaching code refuse a batch above 1 for these reasons.
+"""
+import torch
+import torch.nn.functional as F
+
+from ..model import KVCache
+
+
+class RaggedCache(KVCache):
+    """A KVCache whose B rows each keep their own number of valid entries, lengths[b]."""
+
+    def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
+        self.lengths = [0] * batch_size
+        super().__init__(config, batch_size, size, device, dtype)
+
+    @property
+    def length(self):  # the longest row's
+        return max(self.lengths)
+
+    @length.setter
+    def length(self, n):
+        self.lengths = [n] * len(self.lengths)
+
+    def crop(self, n):
+        """Row b keeps its first n[b] entries (an int: the same for every row)."""
+        n = [n] * len(self.lengths) if isinstance(n, int) else list(n)
+        if len(n) != len(self.lengths) or not all(0 <= m <= L for m, L in zip(n, self.lengths)):
+            raise ValueError(f"cannot crop a cache of lengths {self.lengths} to {n}")
+        self.lengths = n
+
+    def write(self, layer, k, v, start=None):
+        """Row b's T new keys/values (B, H, T, hs) go after ITS OWN lengths[b] entries (`start` is
+        not used); returns every row's entries up to the longest row's (B, H, S, hs)."""
+        T, dev = k.shape[2], k.device
+        if len(set(self.lengths)) == 1:  # all rows equally long: one slice
+            return super().write(layer, k, v, self.lengths[0])
+        cols = torch.tensor(self.lengths, device=dev)[:, None] + torch.arange(T, device=dev)
+        rows = torch.arange(len(self.lengths), device=dev)[:, None]  # (B, 1) with cols (B, T)
+        self.k[layer][rows, :, cols] = k.transpose(1, 2)  # row b, entry lengths[b] + t
+        self.v[layer][rows, :, cols] = v.transpose(1, 2)
+        S = max(self.lengths) + T
+        return self.k[layer, :, :, :S], self.v[layer, :, :, :S]
+
+
+def causal_mask(lengths, n_new, T):
+    """Attention mask (B, T, max(lengths) + T) for rows of different lengths fed one padded batch:
+    row b's n_new[b] real tokens see its lengths[b] cached entries and the new ones up to their
+    own (causal); its padding sees only itself (so no row of softmax is empty). Nothing sees
+    padding or entries past a row's length (rolled-back drafts, storage up to the longest row).
+    Masked, not zeroed: a zero key still scores 0, so it takes softmax weight e^0 and dilutes the
+    row's attention (a "phantom" key, a classic batching bug)."""
+    m = torch.zeros(len(lengths), T, max(lengths) + T, dtype=torch.bool)
+    for b, (L, n) in enumerate(zip(lengths, n_new)):
+        m[b, :n, :L + n] = torch.ones(n, L + n, dtype=torch.bool).tril(L)
+        m[b, range(n, T), range(L + n, L + T)] = True
+    return m
+
+
+def feed(model, cache, seqs):
+    """Rows of different lengths in ONE forward pass: row b's tokens seqs[b] follow its
+    cache.lengths[b] entries, padded to one length T (the cache counts each row's own tokens only)
+    -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its tokens'.
+    Example: feed(model, RaggedCache(model.config, 2), [[1, 2, 3], [4]])[1][1, 0]  (after [4])"""
+    if len(seqs) != len(cache.lengths):
+        raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
+    L, n, T = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs)
+    if max(L) + T > cache.size:
+        raise ValueError(f"the KV cache holds {cache.size} entries, {max(L) + T} needed")
+    dev = model.wte.weight.device
+    idx = torch.tensor([s + [0] * (T - len(s)) for s in seqs], device=dev)  # (B, T), pad: token 0
+    if len(set(L)) == len(set(n)) == 1:  # rows alike: plain causal attention
+        pos, mask = torch.arange(L[0], L[0] + T), None
+    else:  # each row's own positions (padding: position 0) and mask
+        pos = torch.stack([F.pad(torch.arange(a, a + b), (0, T - b)) for a, b in zip(L, n)])
+        mask = causal_mask(L, n, T).to(dev)
+    x = model.embed(idx, pos.to(dev))
+    for i, block in enumerate(model.h):
+        x = block(x, cache, i, mask)
+    cache.lengths = [a + b for a, b in zip(L, n)]
+    h = model.ln_f(x)
+    return h, model.lm_head(h)

@@ -1,0 +1,137 @@
+"""EAGLE: draft in the target's feature space (Li et al. 2024; EAGLE-2's dynamic trees, Li et al.
+2024b); survey section 2.1.2, dependent drafters.
+
+The target's feature at t is f_t = ln_f(h_N)_t, what its head reads: p_{t+1} = softmax(W_E f_t).
+The next *feature* is easier to predict than the next token, and the token sampled at t + 1 tells
+the head which branch it is on. EAGLE's head is one transformer block with its own KV cache:
+
+    f_hat_{t+1} = Block(FC([f_t ; e(x_{t+1})])),        q_{t+2} = softmax(W_E f_hat_{t+1}),
+
+where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
+reads features the verification pass computed; deeper, its own predictions f_hat. The head is
+trained on the frozen target's features by scripts/train_eagle.py (its loss: eagle_loss there).
+"""
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..drafters import Drafter, pick
+from ..model import WEIGHTS_DIR, Block, GPTConfig, KVCache
+from ..tree import Tree, check_tree_options, grow_tree, tree_mask
+
+
+class EagleHead(nn.Module):
+    """FC([f_t; e(x_{t+1})]) -> one Block -> f_hat_{t+1}. Example: EagleHead(target)(f, x)"""
+
+    def __init__(self, target):
+        super().__init__()
+        c = target.config
+        self.config = GPTConfig(c.vocab_size, c.block_size, 1, c.n_head, c.n_embd)
+        self.fc = nn.Linear(2 * c.n_embd, c.n_embd)
+        self.block = Block(self.config)
+        self.target = (target,)  # a tuple: the frozen target is not a submodule (not trained, saved)
+        self.accuracy = None     # accuracy[d]: held-out top-1 accuracy at draft depth d + 1
+
+    def forward(self, f, x, cache=None, mask=None):
+        """Features f (B, T, C) at t and tokens x (B, T) at t + 1 -> f_hat (B, T, C) at t + 1."""
+        e = F.embedding(x, self.target[0].wte.weight.detach())
+        start = cache.length if cache is not None else 0
+        out = self.block(self.fc(torch.cat([f, e], -1)), cache, 0, mask, start)  # None: causal
+        if cache is not None:  # as GPT.blocks: who runs the block advances the cache
+            cache.length = start + x.shape[1]
+        return out
+
+    def logits(self, f):
+        return F.linear(f, self.target[0].lm_head.weight.detach())
+
+
+def load_eagle(target, path=None):
+    """The shipped EAGLE head on top of the shipped target (or a saved file)."""
+    path = Path(path or WEIGHTS_DIR / "eagle_head.pt")
+    if not path.exists():
+        raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the "
+                         "shipped head")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    head = EagleHead(target).to(target.wte.weight)
+    head.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the target's dtype
+    head.accuracy = ckpt.get("accuracy")
+    return head.eval()
+
+
+class EagleDrafter(Drafter):
+    """EAGLE's head drafting a chain of gamma tokens (the default: on the benchmark prompts it
+    keeps within 5% of the trees' tokens per call at temperature 0, more at 1, and runs faster:
+    figures/eagle.md), or with branching an EAGLE-2 dynamic tree of gamma nodes (e.g. SGLang's
+    defaults: branching=(4,) * 5, width=4). The first round has no features yet: no drafts.
+    Example: speculative_generate(target, EagleDrafter(load_eagle(target)), ids, gamma=6)
+    """
+
+    def __init__(self, head, branching=None, width=None, score_temperature=1.0):
+        check_tree_options(branching, width, score_temperature)
+        self.head = head
+        self.model = head.target[0]
+        self.branching = branching
+        self.width = width
+        self.score_temperature = score_temperature
+        self.vocab_size = head.config.vocab_size
+
+    def reset(self, target, cache):
+        if target is not self.model:
+            raise ValueError("this EAGLE head was trained on another model: pass the head's target")
+        w = self.model.wte.weight
+        self.head.to(w)  # follow the target's device and dtype (model.double())
+        size = 2 * self.head.config.block_size
+        self.cache = KVCache(self.head.config, 1, size, w.device, w.dtype)
+        self.pending = w.new_zeros(0, w.shape[1])  # true features (k, C) not fed yet
+        self.n_ctx = 0  # head cache entries made of true features
+        self.f = {}     # node -> its predicted feature f_hat
+
+    @torch.inference_mode()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        self.f = {}
+        if gamma < 1 or not len(self.pending) and not self.n_ctx:
+            return Tree()  # the last token, or nothing to read yet: no drafts
+        if self.branching:
+            tree, calls = grow_tree(self.expand, context, gamma, self.branching, self.width,
+                                    temperature, top_k, top_p, generator, self.score_temperature,
+                                    room=self.cache.size - len(context))
+            self.calls += calls
+            return tree
+        logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
+        for _ in range(gamma):
+            if tokens:  # a chain: each step reads the last predicted feature and the token after it
+                x = torch.tensor([tokens[-1:]], device=logits.device)
+                self.f[-1] = self.head(self.f[-1][None, None], x, self.cache)[0, 0]
+                logits = self.head.logits(self.f[-1])
+            token, q = pick(logits, temperature, top_k, top_p, generator)
+            tokens.append(token)
+            qs.append(q)
+            self.calls += 1
+        return Tree.chain(tokens, qs)
+
+    def expand(self, context, fed, nodes):
+        """The head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""
+        if nodes is None:  # feed the true features; the last output predicts the root's feature
+            k, dev = len(self.pending), self.pending.device
+            x = torch.tensor([context[len(context) - k:]], device=dev)
+            f_hat = self.head(self.pending[None], x, self.cache)
+            self.pending = self.pending[:0]
+            self.n_ctx = self.cache.length
+            self.f[-1] = f_hat[0, -1]
+            return self.head.logits(f_hat[0, -1:])
+        a, b = nodes
+        f = torch.stack([self.f[fed.parents[i]] for i in range(a, b)])[None]  # each parent's f_hat
+        x = torch.tensor([fed.tokens[a:b]], device=f.device)
+        mask = tree_mask(fed.parents, self.n_ctx, 0, nodes).to(f.device)
+        f_hat = self.head(f, x, self.cache, mask)[0]
+        self.f.update(zip(range(a, b), f_hat))
+        return self.head.logits(f_hat)
+
+    def accept(self, context, tree, path, hidden, logits):
+        """Keep the true features of what the target read and kept: paired with tokens next round."""
+        root = len(hidden) - len(tree.tokens) - 1
+        self.cache.crop(self.n_ctx)  # drop the drafted entries
+        kept = hidden[[root + 1 + i for i in path]]
+        self.pending = torch.cat([self.pending, hidden[:root + 1], kept])

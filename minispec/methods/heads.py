@@ -1,0 +1,123 @@
+"""Medusa and Hydra heads (survey section 2.1.2, dependent drafters): small heads on the target's
+last hidden state guess the tokens after the next one. The guesses are deterministic (no q):
+verify.verify_tree says why that is lossless. Training: scripts/train_heads.py.
+"""
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..drafters import Drafter
+from ..model import WEIGHTS_DIR
+from ..sampling import whole
+from ..tree import Tree
+
+
+class MedusaHeads(nn.Module):
+    """Medusa (Cai et al. 2024) head i: logits_i = lm_head(h_t + SiLU(W_i h_t + b_i)) guesses token
+    t + 2 + i; W_i = 0 at first, so an untrained head repeats the target's next-token guess.
+    sequential=True (Hydra, Ankner et al. 2024): head i also reads the token before its guess,
+        z_0 = h_t,  z_{i+1} = z_i + SiLU(W_i [z_i; e(x_{t+1+i})] + b_i),  logits_i = lm_head(z_{i+1}),
+    so each guess is conditioned on the path drafted so far (e: the target's own embedding).
+    Example: MedusaHeads(load_model("target"), n_heads=4)(torch.zeros(256)).shape == (4, 256)
+    """
+
+    def __init__(self, model, n_heads=4, sequential=False):
+        super().__init__()
+        C, self.sequential = model.config.n_embd, bool(sequential)
+        n_in = 2 * C if sequential else C
+        self.res = nn.ModuleList(nn.Linear(n_in, C) for _ in range(whole(n_heads, "n_heads")))
+        for lin in self.res:
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+        self.target = (model,)  # a tuple: the frozen target is not a submodule (not trained, saved)
+        self.accuracy = None  # accuracy[i][r]: how often head i's rank-r guess is the target's token
+
+    def logits(self, z):
+        return F.linear(z, self.target[0].lm_head.weight.detach())
+
+    def forward(self, h):  # (..., C) -> (..., n_heads, V), Medusa-1 heads only
+        if self.sequential:
+            raise ValueError("sequential heads need the drafted tokens: use advance()")
+        return torch.stack([self.logits(h + F.silu(lin(h))) for lin in self.res], -2)
+
+    def advance(self, z, i, token):
+        """Sequential head i: z_i (..., C) and the token x_{t+1+i} (...) -> z_{i+1}."""
+        w = self.target[0].wte.weight.detach()  # the target is frozen
+        e = F.embedding(torch.as_tensor(token, device=z.device), w)
+        return z + F.silu(self.res[i](torch.cat([z, e], -1)))
+
+
+def load_heads(model, name="medusa"):
+    """The shipped heads on top of `model`: "medusa", "hydra" (sequential), or a saved file's path."""
+    path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else Path(name)
+    if not path.exists():
+        raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give "
+                         "a saved file's path")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
+    heads.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the model's dtype
+    heads.accuracy = ckpt["accuracy"]
+    return heads.eval()
+
+
+def medusa_tree(accuracy, size=8):
+    """Medusa's static tree: the `size` rank paths (r_1, .., r_d) with the largest expected gain
+    prod_i accuracy[i][r_i], picked greedily (a prefix never scores lower, so the set is a tree)."""
+    paths, frontier = [], {(r,): a for r, a in enumerate(accuracy[0])}
+    while len(paths) < size and frontier:
+        best = max(frontier, key=frontier.get)
+        value = frontier.pop(best)
+        paths.append(best)
+        if len(best) < len(accuracy):
+            frontier.update({best + (r,): value * a for r, a in enumerate(accuracy[len(best)])})
+    return paths
+
+
+class HeadDrafter(Drafter):
+    """Medusa / Hydra heads' ranked guesses on a static tree of rank paths like
+    [(0,), (1,), (0, 0)] (default: the gamma paths of medusa_tree(heads.accuracy)); the first round
+    has no hidden state yet and drafts nothing. Example: HeadDrafter(load_heads(target, "hydra"))"""
+
+    def __init__(self, heads, tree=None):
+        if tree is not None and (not tree or max(map(len, tree)) > len(heads.res)):
+            raise ValueError(f"tree must be a non-empty list of rank paths no longer than "
+                             f"n_heads={len(heads.res)}")
+        self.model = heads.target[0]
+        self.heads = heads
+        self.tree = tree
+        self.h = None
+
+    def reset(self, target, cache):
+        if target is not self.model:
+            raise ValueError("these heads were trained on another model: pass the heads' own target")
+        self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
+        self.h = None
+
+    @torch.inference_mode()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+        if self.h is None or gamma < 1:
+            return Tree()
+        ranks = self.tree or medusa_tree(self.heads.accuracy or [[1.0]] * len(self.heads.res), gamma)
+        R = 1 + max(max(r) for r in ranks)  # guesses needed per head
+        self.calls += 1
+        if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before
+            top = self.heads(self.h).topk(R, -1).indices.tolist()  # (K, R)
+            return Tree.from_paths([[top[d][r] for d, r in enumerate(p)] for p in ranks], gamma)
+        z = {(): self.h}  # rank prefix -> the z its children read
+        tokens = {(): [context[-1]]}  # rank prefix -> the root token and its path of guesses
+        for d in range(max(map(len, ranks))):  # one batched head call per depth
+            level = sorted({path[:d] for path in ranks if len(path) > d})
+            prev = [tokens[pre][-1] for pre in level]
+            zs = self.heads.advance(torch.stack([z[pre] for pre in level]), d, prev)
+            top = self.heads.logits(zs).topk(R, -1).indices.tolist()  # (len(level), R)
+            for pre, z_next, row in zip(level, zs, top):
+                for r, t in enumerate(row):
+                    z[pre + (r,)] = z_next
+                    tokens[pre + (r,)] = tokens[pre] + [t]
+        return Tree.from_paths([tokens[path][1:] for path in ranks], gamma)
+
+    def accept(self, context, tree, path, hidden, logits):
+        root = len(hidden) - len(tree.tokens) - 1  # the hidden state that predicted the new token:
+        self.h = hidden[root + 1 + path[-1] if path else root]

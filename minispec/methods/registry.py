@@ -1,0 +1,41 @@
+"""Every shipped method by name: load_drafter(name, target), above the drafters it builds."""
+import inspect
+
+from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
+from ..model import load_model
+from .eagle import EagleDrafter, load_eagle
+from .early_exit import EarlyExitDrafter
+from .heads import HeadDrafter, load_heads
+
+KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "lookup": PromptLookupDrafter,
+         "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
+         "eagle": EagleDrafter}
+
+
+def load_drafter(name, target, **options):
+    """A shipped method, ready for speculative_generate(target, drafter, ...): "draft" and
+    "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024),
+    both with ModelDrafter's options; "lookup" (PromptLookupDrafter); "early_exit"
+    (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
+    with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
+    branching and width). Example: load_drafter("hydra", load_model("target"))
+    """
+    if name not in KINDS:
+        raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
+    kind = KINDS[name]
+    takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
+    for option in options:
+        if option not in takes:
+            raise ValueError(f"load_drafter({name!r}, ...): {kind.__name__} takes no option "
+                             f"{option!r}; its options are {takes}")
+    if name == "lookup":
+        return as_drafter(PromptLookupDrafter(**options), target)
+    if name == "early_exit":
+        return as_drafter(EarlyExitDrafter(target, **{"k": 2, **options}), target)
+    if name in ("medusa", "hydra"):
+        source = load_heads(target, name)
+    elif name == "eagle":
+        source = load_eagle(target)
+    else:
+        source = load_model(name)
+    return as_drafter(kind(source, **options), target)
