@@ -1,9 +1,7 @@
 """minispec: speculative decoding, small enough to read and checked claim by claim.
 
-The core, read in this order: model, sampling, verify, theory, tree, drafters, adaptive, speculate.
-Beyond it: minispec.methods (early exit, heads, EAGLE, lookahead, the fallback, load_drafter),
-minispec.batch (many prompts at once), minispec.bridge.hf (transformers, optional) and the
-notebook kit minispec.kit (viz, data, the demo).
+The core, in reading order: model, sampling, verify, theory, tree, drafters, adaptive, speculate.
+Beyond it: methods, batch, bridge (transformers, optional) and kit (viz, data, the demo).
 """
 from . import theory, tree, verify
 from .adaptive import Fixed, Heuristic
@@ -27,4 +25,5 @@ __all__ = ["GPT", "GPTConfig", "KVCache", "decode", "encode", "load_model", "pro
            "Drafter", "ModelDrafter", "PromptLookupDrafter", "FallbackDrafter", "EarlyExitDrafter",
            "HeadDrafter", "Lookahead", "MedusaHeads", "load_heads", "load_drafter", "Fixed",
            "Heuristic", "acceptance_rate", "accepted_pmf", "alpha_from_acceptance", "best_gamma",
-           "expected_tokens", "speedup", "tv_distance", "batch", "data", "viz"]
+           "expected_tokens", "speedup", "tv_distance", "batch", "data", "theory", "tree", "verify",
+           "viz"]

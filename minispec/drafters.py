@@ -19,7 +19,7 @@ class Drafter:
     calls = 0          # draft forward passes so far
 
     def reset(self, target, cache):
-        """A new prompt begins: forget all state (cache: the target's, for drafters that share it)."""
+        """A new prompt begins: forget all state (cache: the target's, for drafters sharing it)."""
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         """context: list[int] -> a Tree of at most gamma nodes (gamma 0: an empty one)."""
@@ -33,7 +33,7 @@ class Drafter:
 
     def accept(self, context, tree, path, hidden, logits):
         """The target kept the nodes `path` of `tree` after `context` (not extended yet); hidden,
-        logits: what score computed (heads and EAGLE read the hidden states, lookahead the logits)."""
+        logits: what score computed (heads and EAGLE read hidden states, lookahead the logits)."""
 
 
 def unsure(logits, threshold):
@@ -88,7 +88,8 @@ class ModelDrafter(Drafter):
         tokens, qs = [], []
         new = context[self.cache.length:]  # catch up on the context, then one token a step
         while len(tokens) < gamma:
-            logits = self.model(torch.tensor([new], device=self.model.wte.weight.device), self.cache)
+            idx = torch.tensor([new], device=self.model.wte.weight.device)
+            logits = self.model(idx, self.cache)  # (1, T, V)
             self.calls += 1
             token, q = pick(logits[0, -1], temperature, top_k, top_p, generator)
             tokens.append(token)
@@ -99,7 +100,7 @@ class ModelDrafter(Drafter):
         return Tree.chain(tokens, qs)  # the cache holds context + tokens[:-1]
 
     def expand(self, context, fed, nodes):
-        """For grow_tree: the draft's logits after nodes a..b-1 of `fed` (after the context: None)."""
+        """For grow_tree: the draft's logits after nodes a..b-1 of `fed` (None: the context)."""
         return score_tree(self.model, self.cache, context, fed, nodes)[1]
 
     def accept(self, context, tree, path, hidden, logits):
@@ -124,7 +125,7 @@ class PromptLookupDrafter(Drafter):
             raise ValueError(f"need min_n <= max_n, got min_n={min_n}, max_n={max_n}")
 
     def match(self, context, gamma):
-        """gamma tokens that followed the most recent earlier occurrence of the longest matching tail."""
+        """gamma tokens that followed the latest earlier occurrence of the longest matching tail."""
         for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
             tail = context[-n:]
             for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
@@ -137,7 +138,7 @@ class PromptLookupDrafter(Drafter):
 
 
 def as_drafter(drafter, target):
-    """A GPT becomes a ModelDrafter; anything else must be a Drafter with the target's vocabulary."""
+    """A GPT becomes a ModelDrafter; anything else must be a Drafter of the target's vocabulary."""
     if isinstance(drafter, GPT):
         drafter = ModelDrafter(drafter)
     if not isinstance(drafter, Drafter):

@@ -46,8 +46,7 @@ class KVCache:
     valid, so rolling back a rejected draft is free: `crop(n)` just sets the length (entries past
     it are never read). A token tree needs more entries than positions (siblings share a
     position): `keep` moves the accepted branch next to the context.
-    The one convention: whoever runs blocks on the cache writes at an explicit `start` and leaves
-    `length` at start + T (GPT.blocks). (Many rows of different lengths: minispec.batch.)
+    Whoever runs blocks on it writes at an explicit `start` and sets `length` to start + T.
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
@@ -68,7 +67,7 @@ class KVCache:
         self.length = n
 
     def keep(self, start, nodes):
-        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, start + 1, ..."""
+        """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, ..."""
         idx = start + torch.tensor(nodes, dtype=torch.long, device=self.k.device)
         self.k[:, :, :, start:start + len(nodes)] = self.k[:, :, :, idx]  # (n_layer, B, H, n, hs)
         self.v[:, :, :, start:start + len(nodes)] = self.v[:, :, :, idx]
@@ -99,7 +98,7 @@ class CausalSelfAttention(nn.Module):
         S = k.shape[2]
         if mask is None and 1 < T < S:  # causal: query i sees every key up to its own position
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        elif mask is not None and mask.dim() == 3:  # one mask per row (B, T, S): broadcast over heads
+        elif mask is not None and mask.dim() == 3:  # a mask per row (B, T, S): same for all heads
             mask = mask[:, None]
         causal = mask is None and T == S > 1  # no cache: the built-in causal mask
         # mask (T, S) bool, e.g. a tree's: query i attends to key j where mask[i, j]
@@ -131,7 +130,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """GPT-2. Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(torch.tensor([[1]]))"""
+    """GPT-2. Example: GPT(GPTConfig(vocab_size=4, n_layer=1, n_head=1, n_embd=8))(idx)"""
 
     def __init__(self, config):
         super().__init__()
@@ -172,8 +171,8 @@ class GPT(nn.Module):
         cache's length becomes start + T: the one place a cache advances."""
         start = (cache.length if start is None else start) if cache is not None else 0
         if cache is not None and start + x.shape[1] > cache.size:
-            raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} needed "
-                             f"(block_size={self.config.block_size}; a bigger one: new_cache(size))")
+            raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} "
+                             f"needed (block_size={self.config.block_size}; new_cache(size=...))")
         for i in range(self.config.n_layer) if layers is None else layers:
             x = self.h[i](x, cache, i, mask, start)
         if cache is not None:

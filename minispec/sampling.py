@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 
 def whole(value, name, low=1):
-    """An integral number >= low (4, 4.0 or numpy.int64(4)) as an int, else a ValueError naming it."""
+    """An integral number >= low (4, 4.0, numpy.int64(4)) as an int, else a ValueError naming it."""
     try:
         ok = not isinstance(value, bool) and int(value) == value and value >= low
     except (TypeError, ValueError, OverflowError):  # None, a string, nan, inf

@@ -35,7 +35,7 @@ class Step:
         return len(self.path)
 
     @property
-    def bonus(self):  # the kept path reached a leaf of a real draft: the added token is a free extra
+    def bonus(self):  # the kept path reached a leaf of a real draft: the added token is extra
         return bool(self.tree.tokens) and not self.tree.children(self.path[-1] if self.path else -1)
 
 

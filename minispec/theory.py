@@ -35,7 +35,7 @@ def accepted_pmf(alpha, gamma):
 
 
 def alpha_from_acceptance(rate, gamma):
-    """Invert the measured fraction of drafts kept, E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
+    """Invert the measured kept fraction E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
     lo, hi = 0.0, 1.0
     for _ in range(60):  # bisection: the fraction grows with alpha
         mid = (lo + hi) / 2
@@ -47,13 +47,14 @@ def alpha_from_acceptance(rate, gamma):
 
 
 def speedup(alpha, gamma, c, v=1.0):
-    """Walltime speedup over autoregressive decoding: E[tokens per target call] / (gamma * c + v)."""
+    """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
     return expected_tokens(alpha, gamma) / (gamma * c + v)  # one call's cost, in target steps
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):
-    """The gamma in 1..max_gamma with the highest speedup; v(gamma) gives the verify cost (default 1)."""
-    return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))
+    """The gamma in 1..max_gamma with the highest speedup; v(gamma): the verify cost (default 1)."""
+    gammas = range(1, max_gamma + 1)
+    return max(gammas, key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))
 
 
 @torch.inference_mode()

@@ -1,4 +1,4 @@
-"""Token trees: every draft is a tree (a chain is the tree with one branch), scored in ONE target call.
+"""Token trees: every draft is a tree (a chain is a tree with one branch), scored in ONE call.
 
 N drafted tokens hang below the root, the last token of the context; node i holds a token and its
 parent (-1: the root), parents before children. To score every node in one forward pass
@@ -21,7 +21,7 @@ class Tree:
     tokens: list = field(default_factory=list)   # (N,) the drafted token of each node
     parents: list = field(default_factory=list)  # (N,) index of the parent node, -1 for the root
     scores: list = field(default_factory=list)   # (N,) path probability under the draft
-    cands: dict = field(default_factory=dict)    # node (-1: root) -> its children's draws, repeats kept
+    cands: dict = field(default_factory=dict)    # node (-1: root) -> its children's draws, repeats
     q: dict = field(default_factory=dict)        # node -> the q (V,) they came from; None: guesses
     kids: dict = field(default_factory=dict)     # node -> {token: child index}
 
@@ -170,7 +170,8 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
         level = list(dict.fromkeys(nxt))
         best = sorted(tree.scores, reverse=True)[gamma - 1] if len(tree.tokens) >= gamma else 0
         if not level or max(map(tree.score, level)) < best:
-            break  # no deeper node can be among the gamma most probable (a child is below its parent)
-    if len(tree.tokens) > gamma:  # keep the most probable nodes: a subtree, as scores fall with depth
-        tree = tree.select(sorted(range(len(tree.tokens)), key=lambda i: (-tree.score(i), i))[:gamma])
+            break  # no deeper node can be among the gamma most probable (children score lower)
+    if len(tree.tokens) > gamma:  # keep the most probable: a subtree, as scores fall with depth
+        best = sorted(range(len(tree.tokens)), key=lambda i: (-tree.score(i), i))
+        tree = tree.select(best[:gamma])
     return tree, calls

@@ -31,7 +31,7 @@ class EagleHead(nn.Module):
         self.config = GPTConfig(c.vocab_size, c.block_size, 1, c.n_head, c.n_embd)
         self.fc = nn.Linear(2 * c.n_embd, c.n_embd)
         self.block = Block(self.config)
-        self.target = (target,)  # a tuple: the frozen target is not a submodule (not trained, saved)
+        self.target = (target,)  # a tuple: the frozen target is no submodule (not trained, saved)
         self.accuracy = None     # accuracy[d]: held-out top-1 accuracy at draft depth d + 1
 
     def forward(self, f, x, cache=None, mask=None):
@@ -130,7 +130,7 @@ class EagleDrafter(Drafter):
         return self.head.logits(f_hat)
 
     def accept(self, context, tree, path, hidden, logits):
-        """Keep the true features of what the target read and kept: paired with tokens next round."""
+        """Keep the true features of what the target read and kept (paired with tokens next)."""
         root = len(hidden) - len(tree.tokens) - 1
         self.cache.crop(self.n_ctx)  # drop the drafted entries
         kept = hidden[[root + 1 + i for i in path]]

@@ -22,7 +22,8 @@ class EarlyExitDrafter(Drafter):
     def __init__(self, model, k=2, threshold=None):
         N = model.config.n_layer
         if whole(k, "exit layer k") > N - 1:
-            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, got {k}")
+            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, "
+                             f"got {k}")
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         self.model = model
@@ -35,7 +36,7 @@ class EarlyExitDrafter(Drafter):
         if target is not self.model:
             raise ValueError("an EarlyExitDrafter drafts for the model it was built on: pass that "
                              "model as the target")
-        self.cache = cache  # the target's own: blocks < k hold `shallow` entries, blocks >= k `deep`
+        self.cache = cache  # the target's: blocks < k hold `shallow` entries, blocks >= k `deep`
         self.shallow = 0
         self.deep = 0
         self.h = []  # h_k (1, T, C) of positions deep..shallow-1: waiting for blocks k..N-1
@@ -67,7 +68,8 @@ class EarlyExitDrafter(Drafter):
         seq = context + tree.tokens
         self._shallow(seq)  # blocks < k on the one token never fed: the last draft (or context's)
         deep = range(self.k, self.model.config.n_layer)
-        h = self.model.ln_f(self.model.blocks(torch.cat(self.h, 1), self.cache, deep, start=self.deep))
+        h = self.model.blocks(torch.cat(self.h, 1), self.cache, deep, start=self.deep)
+        h = self.model.ln_f(h)
         self.deep = len(seq)
         self.h = []
         return h[0], self.model.lm_head(h[0])

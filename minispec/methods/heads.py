@@ -18,7 +18,8 @@ class MedusaHeads(nn.Module):
     """Medusa (Cai et al. 2024) head i: logits_i = lm_head(h_t + SiLU(W_i h_t + b_i)) guesses token
     t + 2 + i; W_i = 0 at first, so an untrained head repeats the target's next-token guess.
     sequential=True (Hydra, Ankner et al. 2024): head i also reads the token before its guess,
-        z_0 = h_t,  z_{i+1} = z_i + SiLU(W_i [z_i; e(x_{t+1+i})] + b_i),  logits_i = lm_head(z_{i+1}),
+        z_0 = h_t,  z_{i+1} = z_i + SiLU(W_i [z_i; e(x_{t+1+i})] + b_i),
+        logits_i = lm_head(z_{i+1}),
     so each guess is conditioned on the path drafted so far (e: the target's own embedding).
     Example: MedusaHeads(load_model("target"), n_heads=4)(torch.zeros(256)).shape == (4, 256)
     """
@@ -32,7 +33,7 @@ class MedusaHeads(nn.Module):
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
         self.target = (model,)  # a tuple: the frozen target is not a submodule (not trained, saved)
-        self.accuracy = None  # accuracy[i][r]: how often head i's rank-r guess is the target's token
+        self.accuracy = None  # accuracy[i][r]: how often head i's rank-r guess is the target's
 
     def logits(self, z):
         return F.linear(z, self.target[0].lm_head.weight.detach())
@@ -50,7 +51,7 @@ class MedusaHeads(nn.Module):
 
 
 def load_heads(model, name="medusa"):
-    """The shipped heads on top of `model`: "medusa", "hydra" (sequential), or a saved file's path."""
+    """The shipped heads on `model`: "medusa", "hydra" (sequential), or a saved file's path."""
     path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else Path(name)
     if not path.exists():
         raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give "
@@ -91,7 +92,7 @@ class HeadDrafter(Drafter):
 
     def reset(self, target, cache):
         if target is not self.model:
-            raise ValueError("these heads were trained on another model: pass the heads' own target")
+            raise ValueError("these heads were trained on another model: pass their own target")
         self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
         self.h = None
 
@@ -99,7 +100,8 @@ class HeadDrafter(Drafter):
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
         if self.h is None or gamma < 1:
             return Tree()
-        ranks = self.tree or medusa_tree(self.heads.accuracy or [[1.0]] * len(self.heads.res), gamma)
+        accuracy = self.heads.accuracy or [[1.0]] * len(self.heads.res)
+        ranks = self.tree or medusa_tree(accuracy, gamma)
         R = 1 + max(max(r) for r in ranks)  # guesses needed per head
         self.calls += 1
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before

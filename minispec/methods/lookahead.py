@@ -12,7 +12,8 @@ from ..tree import Tree
 
 class Lookahead(Drafter):
     """Draft the last token + W guesses (+ up to `candidates` pooled n-grams that start with it;
-    candidates=0 is Jacobi decoding). Example: speculative_generate(target, Lookahead(target), ids)"""
+    candidates=0 is Jacobi decoding).
+    Example: speculative_generate(target, Lookahead(target), ids)"""
 
     def __init__(self, model, window=4, ngram=3, candidates=3):
         self.model = model
@@ -43,7 +44,7 @@ class Lookahead(Drafter):
 
     def _harvest(self, start, inputs, out):
         """n-grams along the Jacobi trajectory: the inputs at P-n+2..P-1 in the previous n-2 rounds,
-        this round's input at P and the target's output after it (lookahead decoding's diagonals)."""
+        this round's input at P and the target's output after it (lookahead's diagonals)."""
         n, cur = self.ngram, {start + j: t for j, t in enumerate(inputs)}
         for P, t in cur.items() if len(self.hist) >= n - 2 else ():
             gram = [self.hist[i - (n - 2)].get(P - (n - 2) + i) for i in range(n - 2)]
