@@ -1,22 +1,25 @@
 """Batched speculative decoding: throughput at batch 1-16, and where speculation stops paying.
 
-    python benchmarks/batching.py [--prompts 32] [--max-new-tokens 64] [--batches 1 2 4 8 16] [--gammas 2 4]
-                                  [--temperatures 0 1] [--repeats 3] [--plot figures/batching.png]
+    python benchmarks/batching.py [--prompts 32] [--max-new-tokens 64] [--batches 1 2 4 8 16]
+                                  [--gammas 2 4] [--temperatures 0 1] [--repeats 3]
+                                  [--plot figures/batching.png] [--device cpu]
 
 The same held-out prompts (of different lengths) are decoded at every batch size B, in groups of B.
 Each group is decoded autoregressively (generate) and speculatively (the shipped draft, a chain of
 gamma tokens), alternately, each timed as the best of --repeats runs (benchmarks/common.py); the
 speedup of a group is the ratio of the two times, reported as the median over the groups with its
-spread. At temperature 0 every row is compared with the AR output (last column: rows
-that differ; it must be 0). At temperature 1 both sample (seed 0), so their texts differ; the draft's
-tokens per call are lower there, and sampled text does not degenerate into loops as greedy text does.
+spread. At temperature 0 every row is compared with the AR output (last column: rows that differ;
+it must be 0). At temperature 1 both sample (seed 0), so their texts differ; the draft's tokens
+per call are lower there, and sampled text does not degenerate into loops as greedy text does.
+A list of prompts goes to minispec.batch.loop (ms.generate / ms.speculative_generate send it
+there), whose caches are minispec.batch.RaggedCache; kit.timing.step_cost times a batch of rows.
 
-The theory's account (notebook 03 with costs measured at batch B): a round costs gamma draft calls
-c_B and one target call on gamma + 1 tokens per row, v_B (both relative to a target call on one token
-per row), and yields the batch's tokens per call, which the slowest row sets (the batch runs until
-every row is done). Predicted speedup = tokens per call / (gamma c_B + v_B). At batch 1 verification
-is nearly free; as B grows each call becomes compute-bound, v_B climbs towards gamma + 1, and the
-crossover is the first batch size whose measured median speedup falls below 1.
+The theory's account (notebook 03 with costs measured at batch B): a round costs gamma draft
+calls c_B and one target call on gamma + 1 tokens per row, v_B (both relative to a target call on
+one token per row), and yields the batch's tokens per call, which the slowest row sets (the batch
+runs until every row is done). Predicted speedup = tokens per call / (gamma c_B + v_B). At batch 1
+verification is nearly free; as B grows each call becomes compute-bound, v_B climbs towards
+gamma + 1, and the crossover is the first batch size whose measured median speedup falls below 1.
 Writes nothing but the plot: copy the output into figures/batching.md.
 """
 import argparse
@@ -25,29 +28,35 @@ import statistics
 import torch
 
 import minispec as ms
-from minispec.theory import step_cost
+from minispec.kit.timing import step_cost
 
 from common import paired  # benchmarks/common.py
 
 
 def measure(target, draft, prompts, B, gamma, n, repeats, temperature):
     groups = [prompts[i:i + B] for i in range(0, len(prompts), B)]
-    one = lambda out: out if B > 1 else [out]  # batch 1 as a single prompt: the unbatched call
+
+    def one(out):  # batch 1 as a single prompt (the unbatched call): its result as a list of one
+        return out if B > 1 else [out]
+
     ratios, t_ar, t_sp, calls, wrong = [], 0.0, 0.0, [], 0
     for group in groups:
         ids = group if B > 1 else group[0]
-        ar, sp, ta, ts = paired(lambda: one(ms.generate(target, ids, n, temperature=temperature)),
-                                lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
-                                                                    temperature=temperature)), repeats)
+        ar, sp, ta, ts = paired(
+            lambda: one(ms.generate(target, ids, n, temperature=temperature)),
+            lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
+                                                temperature=temperature)), repeats)
         if temperature == 0:  # greedy: must be 0 (a near-tie could flip on a GPU)
             wrong += sum(s.tokens != a.tokens for s, a in zip(sp, ar))
         ratios.append(ta / ts)
         t_ar, t_sp = t_ar + ta, t_sp + ts
-        calls.append(max(r.stats.target_calls for r in sp))  # the batch's target calls: its slowest row's
+        # the batch's target calls: its slowest row's
+        calls.append(max(r.stats.target_calls for r in sp))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-    return dict(ar_tps=len(prompts) * n / t_ar, sp_tps=len(prompts) * n / t_sp, speedup=statistics.median(ratios),
-                lo=min(ratios), q1=q[0], q3=q[2], hi=max(ratios), groups=len(groups),
-                tokens_per_call=n / statistics.mean(calls), wrong=wrong)
+    return dict(ar_tps=len(prompts) * n / t_ar, sp_tps=len(prompts) * n / t_sp,
+                speedup=statistics.median(ratios), lo=min(ratios), q1=q[0], q3=q[2],
+                hi=max(ratios), groups=len(groups), tokens_per_call=n / statistics.mean(calls),
+                wrong=wrong)
 
 
 def main(argv=None):
@@ -59,36 +68,44 @@ def main(argv=None):
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--plot", default=None, help="save a figure of the speedups here")
-    ap.add_argument("--device", default="cpu", help="e.g. cuda: the models (and so the caches) move there")
+    ap.add_argument("--device", default="cpu",
+                    help="e.g. cuda: the models (and so the caches) move there")
     args = ap.parse_args(argv)
-    target, draft = ms.load_model("target").to(args.device), ms.load_model("draft").to(args.device)
+    target = ms.load_model("target").to(args.device)
+    draft = ms.load_model("draft").to(args.device)
     n = args.max_new_tokens
-    halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]  # 32 distinct pieces
-    prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]  # 32..128 tokens
-    print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {n} new "
-          f"tokens each (at temperature 0 greedy text of these tiny models soon repeats itself, which flatters "
-          f"speculation at every batch size alike); device {args.device}, torch threads {torch.get_num_threads()}")
+    # 32 distinct pieces, cut to 32..128 tokens
+    halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]
+    prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]
+    print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} "
+          f"tokens, {n} new tokens each (at temperature 0 greedy text of these tiny models soon "
+          f"repeats itself, which flatters speculation at every batch size alike); device "
+          f"{args.device}, torch threads {torch.get_num_threads()}")
     ms.generate(target, prompts[0], 8)  # warm up
     results, costs = {}, {}
     for temp in args.temperatures:
         for gamma in args.gammas:
-            print(f"\ntemperature {temp}, gamma {gamma}\n| batch | AR tokens/s | speculative tokens/s | speedup "
-                  f"(median; quartiles; min-max) | groups | tokens/call | v_B | c_B | predicted | rows != AR |\n"
-                  f"|---|---|---|---|---|---|---|---|---|---|")
+            print(f"\ntemperature {temp}, gamma {gamma}\n| batch | AR tokens/s | speculative "
+                  f"tokens/s | speedup (median; quartiles; min-max) | groups | tokens/call | v_B | "
+                  f"c_B | predicted | rows != AR |\n|---|---|---|---|---|---|---|---|---|---|")
             for B in args.batches:
                 r = measure(target, draft, prompts, B, gamma, n, args.repeats, temp)
                 if (gamma, B) not in costs:  # call costs do not depend on the temperature
                     t1 = step_cost(target, 1, 96, 15, B)
-                    costs[gamma, B] = step_cost(target, gamma + 1, 96, 15, B) / t1, step_cost(draft, 1, 96, 15, B) / t1
+                    v = step_cost(target, gamma + 1, 96, 15, B) / t1
+                    costs[gamma, B] = v, step_cost(draft, 1, 96, 15, B) / t1
                 r["v"], r["c"] = costs[gamma, B]
                 r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
                 results[temp, gamma, B] = r
-                print(f"| {B} | {r['ar_tps']:.0f} | {r['sp_tps']:.0f} | {r['speedup']:.2f}x; {r['q1']:.2f}-"
-                      f"{r['q3']:.2f}; {r['lo']:.2f}-{r['hi']:.2f} | {r['groups']} | {r['tokens_per_call']:.2f} | "
-                      f"{r['v']:.2f} | {r['c']:.3f} | {r['predicted']:.2f}x | {r['wrong'] if temp == 0 else '-'} |",
-                      flush=True)
+                print(f"| {B} | {r['ar_tps']:.0f} | {r['sp_tps']:.0f} | {r['speedup']:.2f}x; "
+                      f"{r['q1']:.2f}-{r['q3']:.2f}; {r['lo']:.2f}-{r['hi']:.2f} | {r['groups']} | "
+                      f"{r['tokens_per_call']:.2f} | {r['v']:.2f} | {r['c']:.3f} | "
+                      f"{r['predicted']:.2f}x | {r['wrong'] if temp == 0 else '-'} |", flush=True)
             slower = [B for B in args.batches if results[temp, gamma, B]["speedup"] < 1]
-            where = f"stops paying at batch {slower[0]}" if slower else f"pays up to batch {max(args.batches)}"
+            if slower:
+                where = f"stops paying at batch {slower[0]}"
+            else:
+                where = f"pays up to batch {max(args.batches)}"
             print(f"crossover (temperature {temp}, gamma {gamma}): speculation {where}")
     if args.plot:
         import matplotlib
@@ -98,16 +115,18 @@ def main(argv=None):
         for temp in args.temperatures:
             for gamma in args.gammas:
                 rs = [results[temp, gamma, B] for B in args.batches]
-                line, = axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-", label=f"T={temp:g}, gamma {gamma}")
-                axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs], alpha=0.15,
-                                     color=line.get_color())
+                line, = axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-",
+                                     label=f"T={temp:g}, gamma {gamma}")
+                axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs],
+                                     alpha=0.15, color=line.get_color())
         for gamma in args.gammas:
             axes[1].plot(args.batches, [costs[gamma, B][0] for B in args.batches], "o-",
                          label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
         axes[0].axhline(1, color="gray", lw=0.8)
         axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR",
                     title="speculative / AR (median, quartiles)")
-        axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio", title="verification cost v_B")
+        axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio",
+                    title="verification cost v_B")
         for ax in axes:
             ax.set_xticks(args.batches, [str(B) for B in args.batches])
             ax.legend(fontsize=8)

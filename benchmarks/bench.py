@@ -1,9 +1,12 @@
 """python benchmarks/bench.py -- measured speedup against theory, on held-out standard-library code.
 
-For each temperature and gamma, every prompt is decoded autoregressively and speculatively, alternately,
-in this process, each side timed as the best of --repeats runs (benchmarks/common.py); the speedup is
-the median of these per-prompt ratios, with their spread (the machine is noisy; ratios from the same
-moment are much less so). Theory predicts the speedup from what was measured:
+    python benchmarks/bench.py [--gammas 1 2 3 4 5 6 7 8] [--temperatures 0 1] [--prompts 8]
+                               [--max-new-tokens 100] [--repeats 3] [--out figures]
+
+For each temperature and gamma, every prompt is decoded autoregressively and speculatively,
+alternately, in this process, each side timed as the best of --repeats runs (benchmarks/common.py);
+the speedup is the median of these per-prompt ratios, with their spread (the machine is noisy;
+ratios from the same moment are much less so). Theory predicts the speedup from what was measured:
 alpha (from the fraction of drafts kept), c = draft step / target step, and v = the cost of one
 target call on gamma + 1 tokens relative to one on a single token (all measured at the mean
 context length of the run). Per generated token that is the walltime formula
@@ -19,8 +22,9 @@ from pathlib import Path
 import torch
 
 from minispec import generate, load_model, speculative_generate
-from minispec.data import prompts as bench_prompts
-from minispec.theory import alpha_from_acceptance, expected_tokens, step_cost
+from minispec.kit.data import prompts as bench_prompts
+from minispec.kit.timing import step_cost
+from minispec.theory import alpha_from_acceptance, expected_tokens
 
 from common import paired, spread  # benchmarks/common.py
 
@@ -28,14 +32,15 @@ FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 
 def predicted_speedup(alpha, gamma, c, v, n_tokens, prefill=0.0, draft_prefill=0.0):
-    """theory.speedup for n_tokens new tokens, counting the one-off cost of reading the prompt, which
-    both methods pay (prefill: target steps it costs; draft_prefill: the draft's, in target steps):
-    (prefill + n) / (prefill + draft_prefill + n (gamma c + v) / E[tokens per call])."""
-    per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per generated token
+    """theory.speedup for n_tokens new tokens, counting the one-off cost of reading the prompt,
+    which both methods pay (prefill: target steps it costs; draft_prefill: the draft's, in target
+    steps): (prefill + n) / (prefill + draft_prefill + n (gamma c + v) / E[tokens per call])."""
+    per_token = (gamma * c + v) / expected_tokens(alpha, gamma)  # target steps per new token
     return (prefill + n_tokens) / (prefill + draft_prefill + n_tokens * per_token)
 
 
-def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft", repeats=3):
+def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name="draft",
+        repeats=3):
     target, draft = load_model("target"), load_model(draft_name)
     prompts = bench_prompts(n_prompts)
     ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
@@ -43,19 +48,22 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
     c = step_cost(draft, 1, ctx) / t1
     v = {g: step_cost(target, g + 1, ctx) / t1 for g in gammas}
     P, Pd = (step_cost(m, len(prompts[0]), 0, reps=20) / t1 for m in (target, draft))  # prefill
-    print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}, prefill P = {P:.1f}, P_d = {Pd:.1f} "
-          "target steps; verify cost v(gamma+1): " + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
+    print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}, prefill P = {P:.1f}, "
+          f"P_d = {Pd:.1f} target steps; verify cost v(gamma+1): "
+          + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))
     generate(target, prompts[0], 16)  # warm up
     rows = []
-    head = "| temp | gamma | acceptance | tokens/call | speedup (median, min-max) | predicted | pred/meas |"
+    head = ("| temp | gamma | acceptance | tokens/call | speedup (median, min-max) | predicted "
+            "| pred/meas |")
     print(head)
     for temp in temperatures:
         for g in gammas:
             ratios, kept, drafted, calls, toks = [], 0, 0, 0, 0
             for i, ids in enumerate(prompts):
                 kw = dict(max_new_tokens=max_new_tokens, temperature=temp, seed=i)
-                _, sp, t_ar, t_sp = paired(lambda: generate(target, ids, **kw),
-                                      lambda: speculative_generate(target, draft, ids, gamma=g, **kw), repeats)
+                _, sp, t_ar, t_sp = paired(
+                    lambda: generate(target, ids, **kw),
+                    lambda: speculative_generate(target, draft, ids, gamma=g, **kw), repeats)
                 ratios.append(t_ar / t_sp)
                 kept += sum(s.accepted for s in sp.steps)
                 drafted += sp.stats.drafted
@@ -65,18 +73,21 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
             alpha = alpha_from_acceptance(acc, g)
             pred = predicted_speedup(alpha, g, c, v[g], max_new_tokens, P, Pd)
             meas = statistics.median(ratios)
-            rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls, speedup=meas,
-                             spread=spread(ratios), predicted=pred))
-            print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {spread(ratios)} | {pred:.2f}x | {pred / meas:.2f} |",
-                  flush=True)
+            rows.append(dict(temp=temp, gamma=g, acceptance=acc, tokens_per_call=toks / calls,
+                             speedup=meas, spread=spread(ratios), predicted=pred))
+            print(f"| {temp} | {g} | {acc:.3f} | {toks / calls:.2f} | {spread(ratios)} | "
+                  f"{pred:.2f}x | {pred / meas:.2f} |", flush=True)
     out.mkdir(exist_ok=True)
-    lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; prefill P = {P:.1f}, P_d = {Pd:.1f} target steps; "
+    lines = [f"Target step {t1 * 1e3:.2f} ms; c = {c:.3f}; prefill P = {P:.1f}, "
+             f"P_d = {Pd:.1f} target steps; "
              f"target + {draft_name}; {n_prompts} held-out prompts, {max_new_tokens} new tokens; "
              f"torch threads {torch.get_num_threads()}.",
-             "v(gamma+1) = " + ", ".join(f"{v[g]:.2f}" for g in gammas) + f" for gamma = {gammas[0]}..{gammas[-1]}.",
+             "v(gamma+1) = " + ", ".join(f"{v[g]:.2f}" for g in gammas)
+             + f" for gamma = {gammas[0]}..{gammas[-1]}.",
              "", head, "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} | "
-              f"{r['spread']} | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |" for r in rows]
+    lines += [f"| {r['temp']} | {r['gamma']} | {r['acceptance']:.3f} | {r['tokens_per_call']:.2f} "
+              f"| {r['spread']} | {r['predicted']:.2f}x | {r['predicted'] / r['speedup']:.2f} |"
+              for r in rows]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / "speedup.png", f"Speculative decoding, shipped target + {draft_name} (CPU)")
     return rows
@@ -89,8 +100,9 @@ def plot(rows, path, title="Speculative decoding, shipped target + draft (CPU)")
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for temp, color in zip(sorted({r["temp"] for r in rows}), ("C0", "C3")):
         rs = [r for r in rows if r["temp"] == temp]
-        ax.plot([r["gamma"] for r in rs], [r["speedup"] for r in rs], "o-", color=color, label=f"measured, T={temp}")
-        ax.plot([r["gamma"] for r in rs], [r["predicted"] for r in rs], "--", color=color, label=f"theory, T={temp}")
+        gammas = [r["gamma"] for r in rs]
+        ax.plot(gammas, [r["speedup"] for r in rs], "o-", color=color, label=f"measured, T={temp}")
+        ax.plot(gammas, [r["predicted"] for r in rs], "--", color=color, label=f"theory, T={temp}")
     ax.axhline(1, color="gray", lw=0.8)
     ax.set(xlabel="gamma (drafted tokens per target call)", ylabel="speedup vs autoregressive",
            title=title)
@@ -106,11 +118,15 @@ def main(argv=None):
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--draft", default="draft", help="shipped draft name (e.g. draft_distilled) or a .pt path")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--out", type=Path, default=FIGURES, help="folder for bench.md and speedup.png")
+    ap.add_argument("--draft", default="draft",
+                    help="shipped draft name (e.g. draft_distilled) or a .pt path")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each side per prompt; the best time counts")
+    ap.add_argument("--out", type=Path, default=FIGURES,
+                    help="folder for bench.md and speedup.png")
     args = ap.parse_args(argv)
-    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft, args.repeats)
+    run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft,
+        args.repeats)
 
 
 if __name__ == "__main__":

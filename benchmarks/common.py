@@ -18,8 +18,9 @@ def timed(fn):
 
 
 def paired(base, method, repeats=3):
-    """Run base() and method() alternately `repeats` times -> (base's result, method's result, base's best
-    time, method's best time); their ratio is the speedup. Both must be deterministic (fixed seeds)."""
+    """Run base() and method() alternately `repeats` times -> (base's result, method's result,
+    base's best time, method's best time); their ratio is the speedup. Both must be deterministic
+    (fixed seeds)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     t_base, t_method = [], []

@@ -21,8 +21,10 @@ class Drafter:
     def reset(self, target, cache):
         """A new prompt begins: forget all state (cache: the target's, for drafters sharing it)."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        """context: list[int] -> a Tree of at most gamma nodes (gamma 0: an empty one)."""
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        """context: list[int] -> a Tree of at most gamma nodes, none deeper than depth (None: any;
+        the loop passes the tokens still wanted minus the target's one: a tree keeps its gamma)."""
         raise NotImplementedError
 
     def score(self, target, cache, context, tree):
@@ -75,19 +77,20 @@ class ModelDrafter(Drafter):
         self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         if self.cache is None:
             self.reset()
         self.cache.crop(min(self.cache.length, len(context) - 1))  # drop a draft never accepted
         if self.branching is not None:
-            tree, calls = grow_tree(self.expand, context, gamma, self.branching, self.width,
+            tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
                                     room=self.cache.size - len(context))
             self.calls += calls
             return tree
         tokens, qs = [], []
         new = context[self.cache.length:]  # catch up on the context, then one token a step
-        while len(tokens) < gamma:
+        while len(tokens) < (gamma if depth is None else min(gamma, depth)):
             idx = torch.tensor([new], device=self.model.wte.weight.device)
             logits = self.model(idx, self.cache)  # (1, T, V)
             self.calls += 1
@@ -133,8 +136,9 @@ class PromptLookupDrafter(Drafter):
                     return [context[i + n + j % (len(context) - i - n)] for j in range(gamma)]
         return []  # no match (or context shorter than min_n + 1): propose nothing
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        return Tree.chain(self.match(list(context), gamma))
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        return Tree.chain(self.match(list(context), gamma if depth is None else min(gamma, depth)))
 
 
 def as_drafter(drafter, target):

@@ -165,8 +165,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     policy.reset()
     context, steps, calls, t0 = list(prompt), [], drafter.calls, time.perf_counter()
     while (left := tokens_left(prompt, context, max_new_tokens, eos_token)) > 0:
-        # 1. draft: at most gamma tokens, and no more than are wanted besides the target's one
-        tree = drafter.draft(context, min(policy.gamma, left - 1), temperature, top_k, top_p, g)
+        # 1. draft: at most gamma tokens, none deeper than the tokens wanted besides the target's
+        tree = drafter.draft(context, policy.gamma, temperature, top_k, top_p, g, depth=left - 1)
         # 2. one target call: p at the root (row -N-1) and after each of the N nodes
         hidden, logits = drafter.score(target, cache, context, tree)  # (T, C), (T, V)
         p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V)

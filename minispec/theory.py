@@ -4,11 +4,8 @@ alpha    expected acceptance of one drafted token (acceptance_rate)
 gamma    drafted tokens per target call
 c        cost of one draft step divided by the cost of one target step
 v        cost of one target call on gamma + 1 tokens divided by one on 1 token (1 if free)
-c and v are measured on this machine with `step_cost` (notebooks 00 and 03, the benchmarks).
+c and v are measured on this machine with minispec.kit.timing.step_cost (notebooks 00, 03).
 """
-import statistics
-import time
-
 import torch
 
 
@@ -55,19 +52,3 @@ def best_gamma(alpha, c, max_gamma=16, v=None):
     """The gamma in 1..max_gamma with the highest speedup; v(gamma): the verify cost (default 1)."""
     gammas = range(1, max_gamma + 1)
     return max(gammas, key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))
-
-
-@torch.inference_mode()
-def step_cost(model, k, context=128, reps=60, batch_size=1):
-    """Median seconds of one cached forward over k new tokens after `context` cached ones, for
-    batch_size rows (the first 5 calls are warm-up)."""
-    cache, times, dev = model.new_cache(batch_size), [], model.wte.weight.device
-    if context:
-        model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
-    x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
-    for _ in range(reps):
-        t = time.perf_counter()
-        model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
-        times.append(time.perf_counter() - t)
-        cache.crop(context)
-    return statistics.median(times[5:])

@@ -5,10 +5,11 @@
 EAGLE-3 (Li et al. 2025) feeds its draft head a fusion of low, middle and high layer features of the
 target instead of the top feature alone. Here the fused input at a position the target computed is
     g_t = FC([h_2 ; h_4 ; f_6])_t     (the residual stream after blocks 2 and 4, and f = ln_f(h_6)),
-read by the same one-block head as EAGLE's (minispec.eagle.EagleHead), trained with the same loss
-(scripts/train_eagle.py: feature regression on the top feature plus token cross-entropy). Deeper
-draft steps have only the head's own predicted top feature, so they read FC([0 ; 0 ; f_hat]); to
-prepare the head for that, training zeroes the low and middle features at half the positions.
+read by the same one-block head as EAGLE's (minispec.methods.eagle.EagleHead), trained with the
+same loss (scripts/train_eagle.py: feature regression on the top feature plus token cross-entropy).
+Deeper draft steps have only the head's own predicted top feature, so they read
+FC([0 ; 0 ; f_hat]); to prepare the head for that, training zeroes the low and middle features at
+half the positions.
 (EAGLE-3 itself instead trains the head on its own outputs, "training-time test", and drops the
 feature regression: not done here.) Both heads start from the same seed, see the same batches for
 the same steps, and are compared by held-out top-1 accuracy at draft depths 1-5 (eagle_accuracy's
@@ -20,11 +21,12 @@ import time
 import torch
 import torch.nn as nn
 
-from minispec.data import get_batch, heldout
-from minispec.eagle import EagleHead
+from minispec.kit.data import heldout
+from minispec.methods.eagle import EagleHead
 from minispec.model import load_model
 from train import corpus_files, load_bytes
 from train_eagle import eagle_accuracy, eagle_loss, parser
+from training import get_batch, hidden_states  # scripts/training.py
 
 
 class Fusion(nn.Module):
@@ -35,7 +37,8 @@ class Fusion(nn.Module):
         self.layers, self.target, C = layers, (target,), target.config.n_embd
         self.fc = nn.Linear(3 * C, C)
 
-    def forward(self, x, drop=0.0, generator=None):  # token ids (B, T) -> fused features (B, T, C), top ones f
+    def forward(self, x, drop=0.0, generator=None):
+        """Token ids (B, T) -> (the fused features g (B, T, C), the top ones f (B, T, C))."""
         t, hs, h, start = self.target[0], [], None, 0
         with torch.no_grad():
             h = t.embed(x, torch.arange(x.shape[1], device=x.device))
@@ -45,7 +48,7 @@ class Fusion(nn.Module):
                 start = end
             f = t.ln_f(h)
         low = torch.cat(hs[:-1], -1)
-        if drop:  # zero the low and middle features at a fraction of positions: deeper steps have none
+        if drop:  # zero the low and middle features at a fraction of positions (deeper steps: none)
             keep = (torch.rand(x.shape, generator=generator) >= drop).to(low)[..., None]
             low = low * keep
         return self.fc(torch.cat([low, f], -1)), f
@@ -61,19 +64,23 @@ def train(target, data, fused, args):
     params = list(head.parameters()) + (list(fusion.parameters()) if fused else [])
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     for step in range(1, args.steps + 1):
-        for group in opt.param_groups:  # train_eagle.py's schedule: warmup, then cosine decay to a tenth
-            group["lr"] = args.lr * min(1.0, step / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * step / args.steps)))
+        for group in opt.param_groups:  # train_eagle.py's schedule: warmup, cosine decay to a tenth
+            cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * step / args.steps))
+            group["lr"] = args.lr * min(1.0, step / 100) * cosine
         x = get_batch(data, args.batch_size, args.block_size, g)[0].to(args.device)
         if fused:
             gin, f = fusion(x, drop=0.5, generator=g)
         else:
             with torch.no_grad():
-                f = target.ln_f(target.blocks(target.embed(x, torch.arange(x.shape[1], device=x.device))))
+                f = hidden_states(target, x)
             gin = None
         loss = eagle_loss(head, f, x, generator=g, g=gin)
-        opt.zero_grad(set_to_none=True), loss.backward(), opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
         if step % 200 == 0 or step == args.steps:
-            print(f"  {'fused' if fused else 'plain'} step {step}/{args.steps}  loss {loss.item():.4f}", flush=True)
+            print(f"  {'fused' if fused else 'plain'} step {step}/{args.steps}  "
+                  f"loss {loss.item():.4f}", flush=True)
     return head.eval(), fusion.eval() if fused else None
 
 
@@ -84,7 +91,8 @@ def main(argv=None):
     args, t0 = ap.parse_args(argv), time.time()
     target = load_model("target").to(args.device).requires_grad_(False)
     data, held = load_bytes(corpus_files()[0]), heldout()
-    print(f"{args.steps} steps of {args.batch_size} x {args.block_size} tokens each, seed {args.seed}, {args.device}")
+    print(f"{args.steps} steps of {args.batch_size} x {args.block_size} tokens each, "
+          f"seed {args.seed}, {args.device}")
     rows = {}
     for fused in (False, True):
         head, fusion = train(target, data, fused, args)

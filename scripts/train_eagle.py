@@ -1,12 +1,13 @@
-"""Train the EAGLE head (minispec.eagle) on the frozen shipped target's features.
+"""Train the EAGLE head (minispec.methods.eagle) on the frozen shipped target's features.
 
-    python scripts/train_eagle.py     # writes minispec/weights/eagle_head.pt (24 minutes on one busy core)
+    python scripts/train_eagle.py     # minispec/weights/eagle_head.pt (24 minutes on one busy core)
 
 Each step reads random windows of the training corpus (the local standard library, as for the
 models), computes the target's features f = ln_f(h_N) without gradients, and fits the head with
 eagle_loss below (feature regression + token cross-entropy, noise on the input features). The
 held-out top-1 accuracy at draft depths 1..5 (the head reading its own predicted features after
-depth 1, the true tokens fed in, as for the Hydra heads) is stored with the weights.
+depth 1, the true tokens fed in, as for the Hydra heads) is stored with the weights. Batches and
+features come from scripts/training.py.
 """
 import argparse
 import math
@@ -15,19 +16,22 @@ import time
 import torch
 import torch.nn.functional as F
 
-from minispec.data import get_batch, heldout
-from minispec.eagle import EagleHead
+from minispec.kit.data import heldout
+from minispec.methods.eagle import EagleHead
 from minispec.model import WEIGHTS_DIR, KVCache, load_model
-from minispec.selfspec import hidden_states
 from train import corpus_files, load_bytes
+from training import get_batch, hidden_states  # scripts/training.py
 
 
 def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None, g=None):
     """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
-    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}: SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2}).
-    g: other input features (B, T, C) to read instead of f (scripts/eagle3_experiment.py's fused ones)."""
+    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}:
+        SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2}).
+    g: other input features (B, T, C) to read instead of f (scripts/eagle3_experiment.py's fused
+    ones)."""
     g = f if g is None else g
-    f_in = g[:, :-1] + noise * (2 * torch.rand(g[:, :-1].shape, generator=generator).to(g) - 1)
+    u = torch.rand(g[:, :-1].shape, generator=generator).to(g)  # U(0, 1)
+    f_in = g[:, :-1] + noise * (2 * u - 1)
     f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
     p = torch.softmax(head.logits(f[:, 1:]), -1)
     ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
@@ -35,11 +39,12 @@ def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None, g=None):
 
 
 @torch.no_grad()
-def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every=4, inputs=None, own=None):
-    """accuracy[d]: how often the head's top-1 guess at draft depth d + 1 is the target's argmax token,
-    starting every `every` positions of held-out windows (true features before the start, then its own).
-    inputs(x (1, T)) -> (1, T, C), own(f_hat (C,)) -> (C,): what the head reads at the target's positions
-    and at its own (default: the top features f, and f_hat itself)."""
+def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every=4, inputs=None,
+                   own=None):
+    """accuracy[d]: how often the head's top-1 guess at draft depth d + 1 is the target's argmax
+    token, starting every `every` positions of held-out windows (true features before the start,
+    then its own). inputs(x (1, T)) -> (1, T, C), own(f_hat (C,)) -> (C,): what the head reads at
+    the target's positions and at its own (default: the top features f, and f_hat itself)."""
     hits, total, w_ = torch.zeros(depth), 0, target.wte.weight
     for w in range(windows):
         s = w * ((len(data) - 1) // windows)
@@ -47,13 +52,14 @@ def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every
         f = hidden_states(target, x[None])[0]  # (T, C)
         g = f if inputs is None else inputs(x[None])[0]
         best = target.lm_head(f).argmax(-1)    # (T,): the target's token after each position
-        cache = KVCache(head.config, size=2 * head.config.block_size, device=w_.device, dtype=w_.dtype)
-        for t in range(1, block_size - depth):
-            f_hat = head(g[None, t - 1:t], x[None, t:t + 1], cache)[0, 0]  # the true pair (g_{t-1}, x_t) -> f_hat_t
+        cache = KVCache(head.config, size=2 * head.config.block_size, device=w_.device,
+                        dtype=w_.dtype)
+        for t in range(1, block_size - depth):  # the true pair (g_{t-1}, x_t) -> f_hat_t
+            f_hat = head(g[None, t - 1:t], x[None, t:t + 1], cache)[0, 0]
             if t % every:
                 continue
             L, total = cache.length, total + 1
-            for d in range(depth):  # deeper: the head reads its own f_hat, and the true token x_{t+d}
+            for d in range(depth):  # deeper: the head reads its own f_hat and the true x_{t+d}
                 if d:
                     f_in = f_hat if own is None else own(f_hat)
                     f_hat = head(f_in[None, None], x[None, t + d:t + d + 1], cache)[0, 0]
@@ -63,7 +69,8 @@ def eagle_accuracy(target, head, data, depth=5, windows=8, block_size=128, every
 
 
 def parser(description):
-    """The training options (the shipped head's recipe as defaults), shared with eagle3_experiment.py."""
+    """The training options (the shipped head's recipe as defaults), shared with
+    eagle3_experiment.py."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -85,22 +92,31 @@ def main(argv=None):
     for step in range(1, args.steps + 1):
         for group in opt.param_groups:  # warmup, then cosine decay to a tenth
             frac = step / args.steps
-            group["lr"] = args.lr * min(1.0, step / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+            cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * frac))
+            group["lr"] = args.lr * min(1.0, step / 100) * cosine
         x = get_batch(data, args.batch_size, args.block_size, g)[0]
         with torch.no_grad():
             f = hidden_states(target, x)
         loss = eagle_loss(head, f, x, generator=g)
-        opt.zero_grad(set_to_none=True), loss.backward(), opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
         if step % 50 == 0 or step == args.steps:
-            print(f"step {step}/{args.steps}  loss {loss.item():.4f}  {time.time() - t0:.0f}s", flush=True)
+            print(f"step {step}/{args.steps}  loss {loss.item():.4f}  {time.time() - t0:.0f}s",
+                  flush=True)
         if step % 500 == 0 or step == args.steps:
-            head.accuracy = eagle_accuracy(target, head.eval(), held, windows=4 if step < args.steps else 16)
+            windows = 4 if step < args.steps else 16
+            head.accuracy = eagle_accuracy(target, head.eval(), held, windows=windows)
             head.train()
-            print("held-out top-1 accuracy by draft depth:", " ".join(f"{a:.3f}" for a in head.accuracy), flush=True)
-            state = {k: v.half() for k, v in head.state_dict().items()}  # fp16 on disk, like the models
-            torch.save(dict(state_dict=state, accuracy=head.accuracy, card=dict(
-                command=f"python scripts/train_eagle.py --steps {args.steps} --batch-size {args.batch_size} --lr {args.lr}", steps=step, batch_size=args.batch_size,
-                block_size=args.block_size, lr=args.lr, train_seconds=round(time.time() - t0))), args.out)
+            print("held-out top-1 accuracy by draft depth:",
+                  " ".join(f"{a:.3f}" for a in head.accuracy), flush=True)
+            state = {k: v.half() for k, v in head.state_dict().items()}  # fp16 on disk
+            command = (f"python scripts/train_eagle.py --steps {args.steps} "
+                       f"--batch-size {args.batch_size} --lr {args.lr}")
+            card = dict(command=command, steps=step, batch_size=args.batch_size,
+                        block_size=args.block_size, lr=args.lr,
+                        train_seconds=round(time.time() - t0))
+            torch.save(dict(state_dict=state, accuracy=head.accuracy, card=card), args.out)
     print(f"saved {args.out} ({time.time() - t0:.0f} s)")
 
 

@@ -13,7 +13,8 @@ def save_model(model, path, **card):
 
 
 def get_batch(data, batch_size, block_size, generator):
-    """Random windows of a byte tensor: inputs x and next-byte targets y, both (batch_size, block_size)."""
+    """Random windows of a byte tensor: inputs x and next-byte targets y, both
+    (batch_size, block_size)."""
     ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
     x = torch.stack([data[i:i + block_size] for i in ix])
     y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
@@ -40,7 +41,8 @@ def early_exit_loss(exits, y):
     -> (loss, [CE of each exit])"""
     N = len(exits)
     ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
-    return ce[-1] + sum(l / N * ce[l - 1] for l in range(1, N)) / max(N - 1, 1), ce
+    early = sum(k / N * ce[k - 1] for k in range(1, N))  # exits 1..N-1 (the l of the formula)
+    return ce[-1] + early / max(N - 1, 1), ce
 
 
 def unroll(heads, h, x):
@@ -57,10 +59,12 @@ def unroll(heads, h, x):
 
 def medusa_loss(model, heads, x):
     """Self-distillation (Medusa-1): head i at t matches the target's own p at t + 1 + i (the frozen
-    target's distribution of the token it guesses), L = mean_i CE(p_{t+1+i}, softmax(logits_i(t)))."""
+    target's distribution of the token it guesses),
+        L = mean_i CE(p_{t+1+i}, softmax(logits_i(t)))."""
     with torch.no_grad():
         h = hidden_states(model, x)  # (B, T, C)
         p = torch.softmax(model.lm_head(h), -1)  # (B, T, V)
     out = unroll(heads, h, x)
-    ce = [-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean() for i, lg in enumerate(out)]
+    ce = [-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean()
+          for i, lg in enumerate(out)]
     return sum(ce) / len(out)

@@ -67,7 +67,8 @@ def _chi2_pvalue(counts, expected_probs, min_expected=5.0):
 
 
 class _Coin:
-    """What torch.rand(()) returns inside exact_law: `coin < a` is a branch point, True with probability a."""
+    """What torch.rand(()) returns inside exact_law: `coin < a` is a branch point, True with
+    probability a."""
 
     def __init__(self, choose):
         self.choose = choose
@@ -80,10 +81,12 @@ class _Coin:
 def _exact_law(fn):
     """The exact law of fn()'s (hashable) result: {result: probability} in float64.
 
-    fn is the package's own code, run once per outcome of its random draws: every call of
-    torch.multinomial(p, n) (n draws, with replacement) and every comparison `torch.rand(()) < a`
-    is a branch point, explored depth first with its probability (p / p.sum(), or a and 1 - a).
-    Any other use of the generator fails loudly (the patched functions return no tensor to draw from).
+    fn is the package's own code, run once per outcome of its random draws: every draw of
+    torch.multinomial(p, n, replacement) and every comparison `torch.rand(()) < a` is a branch
+    point, explored depth first with its probability (p / p.sum(), or a and 1 - a). Draws without
+    replacement zero each drawn id's weight for the next draw (and, as torch does, raise if fewer
+    than n ids have weight). Any other use of the generator fails loudly (the patched functions
+    return no tensor to draw from).
     """
     law, todo = {}, [[]]
     real = torch.rand, torch.multinomial
@@ -108,9 +111,16 @@ def _exact_law(fn):
             return _Coin(choose)
 
         def multinomial(p, n, replacement=False, generator=None):
-            if p.dim() != 1 or (n > 1 and not replacement):
-                raise NotImplementedError("exact_law: 1-d p, draws with replacement only")
-            return torch.tensor([choose(p.tolist()) for _ in range(n)], dtype=torch.long)
+            if p.dim() != 1:
+                raise NotImplementedError("exact_law: 1-d p only")
+            w, out = p.tolist(), []
+            if not replacement and n > sum(x > 0 for x in w):
+                raise RuntimeError("exact_law: fewer ids with weight than draws (no replacement)")
+            for _ in range(n):
+                out.append(choose(w))
+                if not replacement:
+                    w = [0.0 if i == out[-1] else x for i, x in enumerate(w)]
+            return torch.tensor(out, dtype=torch.long)
 
         torch.rand, torch.multinomial = rand, multinomial
         try:
@@ -131,7 +141,8 @@ def _dense(law, V, m):
 
 @torch.no_grad()
 def _target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
-    """P(x_1..x_m | prompt) of plain sampling from `model`, every sequence enumerated: (V,) * m, float64.
+    """P(x_1..x_m | prompt) of plain sampling from `model`, every sequence enumerated: (V,) * m,
+    float64.
     Each factor is ms.probs of the target's own logits (float64), as generate samples from."""
     V = model.config.vocab_size
     seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # (V^m, m)
@@ -154,7 +165,8 @@ def chi2_pvalue():
 
 @pytest.fixture(scope="session")
 def exact_law():
-    """exact_law(fn) -> {result: probability}: fn's random draws (torch.multinomial, torch.rand) enumerated."""
+    """exact_law(fn) -> {result: probability}: fn's random draws (torch.multinomial, torch.rand)
+    enumerated."""
     return _exact_law
 
 
@@ -166,7 +178,8 @@ def dense():
 
 @pytest.fixture(scope="session")
 def target_law():
-    """target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None) -> (V,) * m float64 tensor."""
+    """target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None) -> (V,) * m float64
+    tensor."""
     return _target_law
 
 
@@ -174,22 +187,25 @@ def target_law():
 def byte_pair():
     """A target (2 layers) and a draft made of the target's first layer: they agree often but not
     always, so speculative rounds accept anything from 0 to gamma drafts."""
-    target = _random_gpt(vocab_size=256, n_layer=2, n_head=2, n_embd=32, block_size=64, seed=1, std=0.3)
+    target = _random_gpt(vocab_size=256, n_layer=2, n_head=2, n_embd=32, block_size=64, seed=1,
+                         std=0.3)
     with torch.no_grad():  # a weaker last block keeps the target close to its first layer
         for name, p in target.named_parameters():
             if name.startswith("h.1.") and "c_proj" in name:
                 p.mul_(0.3)
     draft = ms.GPT(ms.GPTConfig(vocab_size=256, n_layer=1, n_head=2, n_embd=32, block_size=64))
-    draft.load_state_dict({k: v for k, v in target.state_dict().items() if not k.startswith("h.1.")})
+    first = {k: v for k, v in target.state_dict().items() if not k.startswith("h.1.")}
+    draft.load_state_dict(first)
     return target, draft.eval()
 
 
 @pytest.fixture(scope="session")
 def tiny_pair():
-    """Vocabulary 3, block 16: the target's law over a few new tokens has few outcomes, computable exactly;
+    """Vocabulary 3, block 16: the target's law over a few new tokens has few outcomes, computable
+    exactly;
     a target with 2 layers (so early exit has a layer to skip) and a 1-layer draft unlike it."""
-    return (_random_gpt(vocab_size=3, n_layer=2, n_head=1, n_embd=16, block_size=16, seed=7, std=0.8),
-            _random_gpt(vocab_size=3, n_layer=1, n_head=1, n_embd=16, block_size=16, seed=8, std=0.8))
+    cfg = dict(vocab_size=3, n_head=1, n_embd=16, block_size=16, std=0.8)
+    return _random_gpt(n_layer=2, seed=7, **cfg), _random_gpt(n_layer=1, seed=8, **cfg)
 
 
 @pytest.fixture(scope="session")
@@ -200,7 +216,8 @@ def shipped():
 
 @pytest.fixture(scope="session")
 def script():
-    """script(name) -> the module scripts/<name>.py or benchmarks/<name>.py (tooling outside the package)."""
+    """script(name) -> the module scripts/<name>.py or benchmarks/<name>.py (tooling outside the
+    package)."""
     import importlib
     import sys
     from pathlib import Path

@@ -1,9 +1,10 @@
-"""Independent drafters (minispec.drafters): prompt lookup, model drafts as chains (with a confidence stop)
-and static / dynamic trees, fallback, load_drafter. Every one through the one loop: greedy output equal
-to generate, and sampling lossless (exact law on float64 toy models, chi-square on float32 ones).
+"""Independent drafters (minispec.drafters): prompt lookup, model drafts as chains (with a
+confidence stop) and static / dynamic trees, fallback, load_drafter. Every one through the one loop:
+greedy output equal to generate, and sampling lossless (exact law on float64 toy models, chi-square
+on float32 ones).
 
-Negative control: a tree drafted greedily (top-k children) but verified as if its children were draws
-from the draft's q is flagged by the same checks.
+Negative control: a tree drafted greedily (top-k children) but verified as if its children were
+draws from the draft's q is flagged by the same checks.
 """
 import copy
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 import minispec as ms
-from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter, as_drafter, load_drafter, unsure
+from minispec.drafters import ModelDrafter, PromptLookupDrafter, as_drafter, unsure
+from minispec.methods import FallbackDrafter, load_drafter
 
 
 # --- prompt lookup --------------------------------------------------------------------------------
@@ -19,9 +21,11 @@ from minispec.drafters import FallbackDrafter, ModelDrafter, PromptLookupDrafter
 def test_prompt_lookup_known_answer():
     d = PromptLookupDrafter(max_n=2)
     tree = d.draft([5, 6, 7, 8, 5, 6], 3)  # the docstring example: (5, 6) occurred at the start
-    assert tree.tokens == [7, 8, 5] and tree.parents == [-1, 0, 1] and all(q is None for q in tree.q.values())
+    assert tree.tokens == [7, 8, 5] and tree.parents == [-1, 0, 1]
+    assert all(q is None for q in tree.q.values())
     assert d.match([5, 6, 7, 8, 5, 6], 1) == [7]
-    assert d.match([1, 2, 1, 2], 5) == [1, 2, 1, 2, 1]  # past the end of the context it copies its own copy
+    # past the end of the context it copies its own copy
+    assert d.match([1, 2, 1, 2], 5) == [1, 2, 1, 2, 1]
 
 
 def test_prompt_lookup_prefers_longest_n_then_most_recent():
@@ -29,7 +33,8 @@ def test_prompt_lookup_prefers_longest_n_then_most_recent():
     assert PromptLookupDrafter(max_n=1).match(ctx, 2) == [8, 1]  # the newest "2"
     assert PromptLookupDrafter(max_n=2).match(ctx, 2) == [7, 3]  # "1 2"
     assert PromptLookupDrafter(max_n=3).match(ctx, 2) == [7, 3]  # no "8 1 2" before: n = 2
-    assert PromptLookupDrafter(max_n=2).match([1, 2, 7, 1, 2, 8, 1, 2], 2) == [8, 1]  # the newest "1 2"
+    # the newest "1 2"
+    assert PromptLookupDrafter(max_n=2).match([1, 2, 7, 1, 2, 8, 1, 2], 2) == [8, 1]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -37,12 +42,15 @@ def test_prompt_lookup_empty_and_short(n):
     d = PromptLookupDrafter(max_n=n, min_n=n)
     for ctx in ([1], [1, 2][:n], list(range(n + 1))):  # too short, or no repeated n-gram
         assert d.match(ctx, 4) == [] and d.draft(ctx, 4).tokens == []
-    assert d.match([7] * (n + 1), 3) == [7, 7, 7]  # a run matches itself shifted by one, and goes on
+    # a run matches itself shifted by one, and goes on
+    assert d.match([7] * (n + 1), 3) == [7, 7, 7]
 
 
-@pytest.mark.parametrize("kw", [dict(max_n=2, min_n=3), dict(max_n=2, min_n=0), dict(max_n=1.5)])
-def test_prompt_lookup_bad_n(kw):
-    with pytest.raises(ValueError, match="min_n"):
+@pytest.mark.parametrize("kw, match", [(dict(max_n=2, min_n=3), "need min_n <= max_n"),
+                                       (dict(max_n=2, min_n=0), "min_n must be an integer >= 1"),
+                                       (dict(max_n=1.5), "max_n must be an integer >= 1")])
+def test_prompt_lookup_bad_n(kw, match):
+    with pytest.raises(ValueError, match=match):
         PromptLookupDrafter(**kw)
 
 
@@ -55,28 +63,32 @@ def test_model_drafter_contract(random_gpt):
     tree = d.draft([1, 2, 3], 4, temperature=1.0, generator=torch.Generator().manual_seed(0))
     assert tree.parents == [-1, 0, 1, 2] and d.calls == 4
     with torch.no_grad():
-        logits = model(torch.tensor([[1, 2, 3] + tree.tokens[:3]]))[0, 2:]  # the draft after each prefix
+        # the draft after each prefix
+        logits = model(torch.tensor([[1, 2, 3] + tree.tokens[:3]]))[0, 2:]
     for i, t in enumerate(tree.tokens):  # each token was drawn from the q its node records
         q = tree.q[i - 1]
-        assert torch.allclose(q, torch.softmax(logits[i], -1), atol=1e-6) and q[t] > 0 and tree.cands[i - 1] == [t]
+        assert torch.allclose(q, torch.softmax(logits[i], -1), atol=1e-6)
+        assert q[t] > 0 and tree.cands[i - 1] == [t]
     assert d.cache.length == 3 + 3  # context + all drafts but the last
     d.accept([1, 2, 3], tree, [0, 1], None, None)  # two kept
     assert d.cache.length == 5
     fresh = ModelDrafter(model)
     ctx = [1, 2, 3] + tree.tokens[:2] + [0]
-    assert d.draft(ctx, 3).tokens == fresh.draft(ctx, 3).tokens  # the cropped cache is reused correctly
+    # the cropped cache is reused correctly
+    assert d.draft(ctx, 3).tokens == fresh.draft(ctx, 3).tokens
 
 
 def test_confidence_stop(random_gpt):
-    """threshold 0: never unsure, gamma tokens; 1: always unsure, one token; otherwise the chain ends
-    right after the first token whose max softmax is below the threshold."""
+    """threshold 0: never unsure, gamma tokens; 1: always unsure, one token; otherwise the chain
+    ends right after the first token whose max softmax is below the threshold."""
     model = random_gpt(vocab_size=4, n_layer=1, n_head=1, n_embd=8, seed=2, std=1.0)
     assert [len(ModelDrafter(model, t).draft([1, 2, 3], 5).tokens) for t in (0.0, 1.0)] == [5, 1]
     lengths = set()
     for start in ([0, 1], [2, 3], [1, 1], [3, 0, 2], [2]):
         tokens = ModelDrafter(model, threshold=0.7).draft(start, 6).tokens
         with torch.no_grad():
-            conf = torch.softmax(model(torch.tensor([start + tokens]))[0, len(start) - 1:-1], -1).max(-1).values
+            logits = model(torch.tensor([start + tokens]))[0, len(start) - 1:-1]
+            conf = torch.softmax(logits, -1).max(-1).values
         assert (conf[:-1] >= 0.7).all() and (len(tokens) == 6 or conf[-1] < 0.7)
         lengths.add(len(tokens))
     assert len(lengths) > 1  # (the threshold really cut some chains short)
@@ -84,10 +96,16 @@ def test_confidence_stop(random_gpt):
     assert not unsure(torch.tensor([0.0, 0.0]), None)
 
 
-@pytest.mark.parametrize("kw, match", [(dict(threshold=-0.1), "threshold"), (dict(threshold=1.5), "threshold"),
-                                       (dict(branching=()), "branching"), (dict(branching=(2, 0)), "branching"),
-                                       (dict(branching=(1.5,)), "branching"), (dict(branching=(2,), width=0), "width"),
-                                       (dict(branching=(2,), score_temperature=0), "score_temperature")])
+@pytest.mark.parametrize("kw, match", [(dict(threshold=-0.1), "threshold"),
+                                       (dict(threshold=1.5), "threshold"),
+                                       (dict(branching=()), "branching"),
+                                       (dict(branching=(2, 0)), "branching"),
+                                       (dict(branching=(1.5,)), "branching"),
+                                       (dict(branching=(2,), width=0), "width"),
+                                       (dict(width=2), "needs branching"),
+                                       (dict(threshold=0.5, branching=(2,)), "threshold"),
+                                       (dict(branching=(2,), score_temperature=0),
+                                        "score_temperature")])
 def test_model_drafter_bad_options(random_gpt, kw, match):
     with pytest.raises(ValueError, match=match):
         ModelDrafter(random_gpt(vocab_size=8, n_layer=1), **kw)
@@ -97,9 +115,11 @@ def test_fallback_drafter(random_gpt):
     model = ModelDrafter(random_gpt(vocab_size=8, n_layer=1, seed=7))
     d = FallbackDrafter(PromptLookupDrafter(2, 2), model, then_gamma=2)
     d.reset()
-    assert d.draft([1, 2, 3, 1, 2], 4).tokens == [3, 1, 2, 3] and d.calls == 0  # lookup matched "1 2"
-    tree = d.draft([1, 2, 3, 4], 4)  # no repeated 2-gram: the model drafts, at most then_gamma tokens
+    assert d.draft([1, 2, 3, 1, 2], 4).tokens == [3, 1, 2, 3] and d.calls == 0  # matched "1 2"
+    assert d.used is d.first  # the drafter of this round (it scores)
+    tree = d.draft([1, 2, 3, 4], 4)  # no repeated 2-gram: the model drafts, at most then_gamma
     assert len(tree.tokens) == 2 and tree.q[0].shape == (8,) and d.calls == 2
+    assert d.used is model
 
 
 def test_as_drafter(random_gpt):
@@ -119,7 +139,9 @@ def test_load_drafter_names_and_options(random_gpt):
     target = random_gpt(vocab_size=256, n_layer=2)
     with pytest.raises(ValueError, match="unknown drafter 'nope'.*draft.*hydra.*lookup"):
         load_drafter("nope", target)
-    with pytest.raises(ValueError, match="load_drafter\\('lookup', ...\\).*unexpected keyword argument 'gamma'"):
+    with pytest.raises(ValueError, match=r"load_drafter\('lookup', \.\.\.\): PromptLookupDrafter "
+                                         r"takes no option 'gamma'; its options are \['max_n', "
+                                         r"'min_n'\]"):
         load_drafter("lookup", target, gamma=3)
     assert load_drafter("lookup", target, max_n=5).max_n == 5
     assert isinstance(load_drafter("lookup", target), PromptLookupDrafter)
@@ -129,7 +151,7 @@ def test_load_drafter_names_and_options(random_gpt):
         load_drafter("draft", random_gpt(vocab_size=8, n_layer=1))
 
 
-# --- every configuration through the loop ----------------------------------------------------------
+# --- every configuration through the loop ---------------------------------------------------------
 
 DRAFTERS = {  # name: (make(draft), gamma)
     "model chain": (lambda d: d, 3),
@@ -137,10 +159,12 @@ DRAFTERS = {  # name: (make(draft), gamma)
     "confidence stop": (lambda d: ModelDrafter(d, threshold=0.6), 3),
     "static tree": (lambda d: ModelDrafter(d, branching=(2, 2)), 3),
     "static tree, 3 wide": (lambda d: ModelDrafter(d, branching=(3, 1)), 3),
-    "dynamic tree": (lambda d: ModelDrafter(d, branching=(2, 2, 2), width=1, score_temperature=0.5), 3),
+    "dynamic tree": (lambda d: ModelDrafter(d, branching=(2, 2, 2), width=1,
+                                            score_temperature=0.5), 3),
     "lookup": (lambda d: PromptLookupDrafter(2), 2),
     "lookup n=1": (lambda d: PromptLookupDrafter(1), 3),
-    "fallback": (lambda d: FallbackDrafter(PromptLookupDrafter(3, 2), ModelDrafter(d), then_gamma=1), 2),
+    "fallback": (lambda d: FallbackDrafter(PromptLookupDrafter(3, 2), ModelDrafter(d),
+                                           then_gamma=1), 2),
 }
 
 
@@ -153,20 +177,25 @@ def test_greedy_exact_with_every_drafter(random_gpt, name):
     drafted = kept = 0
     for gamma in (1, 3, 6):
         for _ in range(3):
-            ids = torch.randint(8, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist()
+            n = int(torch.randint(1, 12, (1,), generator=g))
+            ids = torch.randint(8, (n,), generator=g).tolist()
             res = ms.speculative_generate(target, make(draft), ids, 20, gamma=gamma)
             assert res.tokens == ms.generate(target, ids, 20).tokens
             drafted += res.stats.drafted
             kept += sum(s.accepted for s in res.steps)
     assert drafted  # (something was drafted)
-    assert kept > 0  # (and some drafts were kept: the equality above covers accepted drafts, not only corrections)
+    # (and some drafts were kept: the equality above covers accepted drafts, not only corrections)
+    assert kept > 0
 
 
 def test_greedy_tree_wider_than_the_blocks_room(random_gpt):
-    """A tree of more nodes than positions left in the block (the caches hold 2 x block_size entries)."""
-    target, draft = random_gpt(vocab_size=8, n_layer=2, seed=1), random_gpt(vocab_size=8, n_layer=1, seed=2)
+    """A tree of more nodes than positions left in the block (the caches hold 2 x block_size
+    entries)."""
+    target = random_gpt(vocab_size=8, n_layer=2, seed=1)
+    draft = random_gpt(vocab_size=8, n_layer=1, seed=2)
     ids = list(range(8)) * 6  # 48 of block_size 64
-    res = ms.speculative_generate(target, ModelDrafter(draft, branching=(4,) * 14, width=4), ids, 15, gamma=40)
+    drafter = ModelDrafter(draft, branching=(4,) * 14, width=4)
+    res = ms.speculative_generate(target, drafter, ids, 15, gamma=40)
     assert res.tokens == ms.generate(target, ids, 15).tokens
     assert max(len(s.tree.tokens) for s in res.steps) > 64 - len(ids) - 15
 
@@ -176,7 +205,8 @@ PROMPT = [0, 1, 2, 0, 1]  # "0 1" repeats: prompt lookup proposes what followed 
 
 @pytest.mark.parametrize("name", DRAFTERS)
 def test_sampling_exact_law_with_every_drafter(tiny_pair, exact_law, dense, target_law, name):
-    """float64 toy pair, 3 new tokens at temperature 1: the exact law of the loop's output is the target's."""
+    """float64 toy pair, 3 new tokens at temperature 1: the exact law of the loop's output is the
+    target's."""
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
     make, gamma = DRAFTERS[name]
     drafter = make(draft)
@@ -189,7 +219,10 @@ def test_sampling_exact_law_with_top_k_and_a_tree(tiny_pair, exact_law, dense, t
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
     kw = dict(temperature=0.8, top_k=2)
     drafter = ModelDrafter(draft, branching=(2, 2), width=1)
-    law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, **kw).tokens))
+    def run():
+        return tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, **kw).tokens)
+
+    law = exact_law(run)
     assert torch.allclose(dense(law, 3, 3), target_law(target, PROMPT, 3, **kw), atol=1e-12, rtol=0)
 
 
@@ -202,10 +235,12 @@ def path_tokens(tree, node):
 
 
 class GreedyTreeSoftQ(ModelDrafter):
-    """BUGGY on purpose: a tree of the draft's top-k children (temperature 0), presented as iid draws from q."""
+    """BUGGY on purpose: a tree of the draft's top-k children (temperature 0), presented as iid
+    draws from q."""
 
     @torch.no_grad()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         tree = super().draft(context, gamma, 0.0, depth=depth)
         for node in tree.cands:
             seq = list(context) + path_tokens(tree, node)
@@ -214,34 +249,43 @@ class GreedyTreeSoftQ(ModelDrafter):
 
 
 def test_negative_control_exact_law_is_not_the_target(tiny_pair, exact_law, dense, target_law):
-    """GreedyTreeSoftQ through the same exact check as test_sampling_exact_law_with_every_drafter's "static tree"
-    (lossless there: < 1e-12 from the target): its law is off by far more (measured: 0.032 at most, 0.040 in
-    total variation)."""
+    """GreedyTreeSoftQ through the same exact check as test_sampling_exact_law_with_every_drafter's
+    "static tree" (lossless there: < 1e-12 from the target): its law is off by far more (measured:
+    0.032 at most, 0.040 in total variation)."""
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
     drafter = GreedyTreeSoftQ(draft, branching=(2, 2))
-    law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, temperature=1.0).tokens))
+    def run():
+        res = ms.speculative_generate(target, drafter, PROMPT, 3, gamma=3, temperature=1.0)
+        return tuple(res.tokens)
+
+    law = exact_law(run)
     gap = float((dense(law, 3, 3) - target_law(target, PROMPT, 3)).abs().max())
     print(f"GreedyTreeSoftQ: largest gap to the target's law {gap:.3g}")
     assert gap > 1e-3
 
 
-@pytest.mark.parametrize("make", [lambda d: ModelDrafter(d, branching=(2, 2)), lambda d: GreedyTreeSoftQ(d, branching=(2, 2))],
+@pytest.mark.parametrize("make", [lambda d: ModelDrafter(d, branching=(2, 2)),
+                                  lambda d: GreedyTreeSoftQ(d, branching=(2, 2))],
                          ids=["static tree", "greedy tree with soft q (lossy)"])
 def test_sampling_chi_square_and_negative_control(tiny_pair, target_law, chi2_pvalue, make):
     target, draft = tiny_pair
     drafter, lossy = make(draft), isinstance(make(draft), GreedyTreeSoftQ)
     counts = torch.zeros(3, 3, 3)
     for seed in range(400):
-        counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=4, temperature=1.0, seed=seed).tokens)] += 1
+        res = ms.speculative_generate(target, drafter, PROMPT, 3, gamma=4, temperature=1.0,
+                                      seed=seed)
+        counts[tuple(res.tokens)] += 1
     pvalue = chi2_pvalue(counts, target_law(target, PROMPT, 3))
     assert pvalue < 1e-6 if lossy else pvalue > 1e-3
 
 
 def test_fallback_takes_gpts_and_rejects_the_rest(tiny_pair):
-    """A GPT in a FallbackDrafter drafts a chain, as everywhere else; anything else gets a ValueError."""
+    """A GPT in a FallbackDrafter drafts a chain, as everywhere else; anything else gets a
+    ValueError."""
     target, draft = tiny_pair
     ids = [0, 1, 2]  # no earlier 3-gram to look up: the draft model drafts
-    res = ms.speculative_generate(target, ms.FallbackDrafter(ms.PromptLookupDrafter(3, 3), draft), ids, 6, gamma=3)
+    drafter = ms.FallbackDrafter(ms.PromptLookupDrafter(3, 3), draft)
+    res = ms.speculative_generate(target, drafter, ids, 6, gamma=3)
     assert res.tokens == ms.generate(target, ids, 6).tokens and res.stats.draft_calls > 0
     with pytest.raises(ValueError, match="Drafters or GPTs"):
         ms.FallbackDrafter(ms.PromptLookupDrafter(), "draft")

@@ -1,9 +1,9 @@
 """Every notebook's exercise: its check accepts the reference solution and rejects a wrong answer.
 
-A notebook's check lives in a code cell whose first line is `# EXERCISE CHECK` (self-contained: it
-imports what it needs). The reference solution `solution`, a plausible wrong answer `wrong` and, where a
-review found more that slipped through, `more_wrong` live in notebooks/solutions/<notebook>.py, out of the
-reader's sight.
+A notebook's check lives in a code cell whose first line is `# EXERCISE CHECK` (self-contained:
+it imports what it needs). The reference solution `solution`, a plausible wrong answer `wrong` and,
+where a review found more that slipped through, `more_wrong` live in
+notebooks/solutions/<notebook>.py, out of the reader's sight.
 """
 import importlib.util
 import json
@@ -21,7 +21,8 @@ def check_cell(path):
 
 
 def solutions(path):
-    spec = importlib.util.spec_from_file_location(path.stem, path.parent / "solutions" / f"{path.stem}.py")
+    solution = path.parent / "solutions" / f"{path.stem}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, solution)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,7 +36,7 @@ def test_exercise_check_accepts_the_solution_and_rejects_a_wrong_answer(path):
     exec(compile(source, f"{path.name}: check cell", "exec"), namespace)
     sol = solutions(path)
     assert namespace["check"](sol.solution) is True
-    for wrong in [sol.wrong] + getattr(sol, "more_wrong", []):  # more_wrong: plausible answers a review found
+    for wrong in [sol.wrong] + getattr(sol, "more_wrong", []):  # more_wrong: a review's answers
         with pytest.raises(AssertionError):
             namespace["check"](wrong)
 

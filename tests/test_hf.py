@@ -1,4 +1,5 @@
-"""minispec GPT <-> transformers GPT2LMHeadModel (scripts/hf.py), checked against transformers itself.
+"""minispec GPT <-> transformers GPT2LMHeadModel (minispec.bridge.hf, formerly scripts/hf.py),
+checked against transformers itself.
 
 The state-dict layout and round trip need only torch. Then randomly initialised models of several
 shapes, no downloads: the same logits, the same greedy continuations, and the same tokens as
@@ -12,8 +13,9 @@ import minispec as ms
 
 
 @pytest.fixture(scope="module")
-def hf(script):
-    return script("hf")
+def hf():
+    from minispec.bridge import hf
+    return hf
 
 
 @pytest.fixture(scope="module")
@@ -36,26 +38,30 @@ def gpt(seed, std=0.3, **shape):
 
 
 def test_hf_state_dict_layout(hf):
-    """Key names and Conv1D (in, out) shapes of transformers' GPT2LMHeadModel, written out by hand."""
+    """Key names and Conv1D (in, out) shapes of transformers' GPT2LMHeadModel, written out by
+    hand."""
     C, V, L = 16, 50, 32
     model = gpt(0, vocab_size=V, n_layer=2, n_head=2, n_embd=C, block_size=L)
     sd = hf.to_hf_state_dict(model)
     want = {"transformer.wte.weight": (V, C), "transformer.wpe.weight": (L, C),
-            "transformer.ln_f.weight": (C,), "transformer.ln_f.bias": (C,), "lm_head.weight": (V, C)}
+            "transformer.ln_f.weight": (C,), "transformer.ln_f.bias": (C,),
+            "lm_head.weight": (V, C)}
     for i in range(2):
         h = f"transformer.h.{i}."
-        want.update({h + "ln_1.weight": (C,), h + "ln_1.bias": (C,), h + "ln_2.weight": (C,), h + "ln_2.bias": (C,),
+        want.update({h + "ln_1.weight": (C,), h + "ln_1.bias": (C,),
+                     h + "ln_2.weight": (C,), h + "ln_2.bias": (C,),
                      h + "attn.c_attn.weight": (C, 3 * C), h + "attn.c_attn.bias": (3 * C,),
                      h + "attn.c_proj.weight": (C, C), h + "attn.c_proj.bias": (C,),
                      h + "mlp.c_fc.weight": (C, 4 * C), h + "mlp.c_fc.bias": (4 * C,),
                      h + "mlp.c_proj.weight": (4 * C, C), h + "mlp.c_proj.bias": (C,)})
     assert {k: tuple(v.shape) for k, v in sd.items()} == want
-    assert torch.equal(sd["transformer.h.0.attn.c_attn.weight"], model.h[0].attn.c_attn.weight.t())
+    c_attn = sd["transformer.h.0.attn.c_attn.weight"]
+    assert torch.equal(c_attn, model.h[0].attn.c_attn.weight.t())
 
 
 def test_hf_state_dict_roundtrip(hf):
-    """Back again, every weight exactly; HF's causal-mask buffers are ignored (but not the c_attn biases,
-    whose names also end in "attn.bias"); the tied head may be left out."""
+    """Back again, every weight exactly; HF's causal-mask buffers are ignored (but not the c_attn
+    biases, whose names also end in "attn.bias"); the tied head may be left out."""
     model = gpt(0, vocab_size=50, n_layer=2, n_head=2, n_embd=16, block_size=32)
     sd = hf.to_hf_state_dict(model)
     sd["transformer.h.0.attn.bias"] = torch.ones(1, 1, 32, 32)
@@ -70,12 +76,18 @@ def test_hf_state_dict_roundtrip(hf):
         del sd["lm_head.weight"]
         assert torch.equal(hf.from_hf_state_dict(sd, model.config)(idx), model(idx))
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"V{s['vocab_size']}-L{s['n_layer']}-C{s['n_embd']}")
+
+def shape_id(s):
+    return f"V{s['vocab_size']}-L{s['n_layer']}-C{s['n_embd']}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @torch.inference_mode()
 def test_identical_logits_both_directions(hf, transformers, shape):
     m = gpt(0, **shape)
     hf_m = hf.to_hf(m)
-    x = torch.randint(0, shape["vocab_size"], (3, shape["block_size"]), generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, shape["vocab_size"], (3, shape["block_size"]), generator=g)
     ours = m(x)  # (B, T, V)
     torch.testing.assert_close(hf_m(x).logits, ours, atol=1e-5, rtol=1e-5)
     # with minispec's KV cache, fed in two pieces
@@ -103,14 +115,18 @@ def test_identical_greedy_continuations(hf, transformers, shape):
     calls = [0]
     hf_target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     for seed in range(2):
-        prompt = torch.randint(0, shape["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(seed))
+        g = torch.Generator().manual_seed(seed)
+        prompt = torch.randint(0, shape["vocab_size"], (1, 7), generator=g)
         n = 24
         ours = ms.generate(target, prompt[0].tolist(), n).tokens
-        kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=0, attention_mask=torch.ones_like(prompt))
+        kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=0,
+                  attention_mask=torch.ones_like(prompt))
         assert hf_target.generate(prompt, **kw)[0, 7:].tolist() == ours
         # transformers reads the draft length from the assistant's own generation config
         c = hf_draft.generation_config
-        c.num_assistant_tokens, c.num_assistant_tokens_schedule, c.assistant_confidence_threshold = 3, "constant", 0.0
+        c.num_assistant_tokens = 3
+        c.num_assistant_tokens_schedule = "constant"
+        c.assistant_confidence_threshold = 0.0
         calls[0] = 0
         assisted = hf_target.generate(prompt, assistant_model=hf_draft, **kw)
         assert assisted[0, 7:].tolist() == ours

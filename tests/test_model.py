@@ -1,12 +1,13 @@
-"""The GPT (minispec.model): logits at every position, a KV cache that crops, keeps a path and follows the
-weights' dtype, explicit positions and masks, early exits, bytes, saving and loading."""
+"""The GPT (minispec.model): logits at every position, a KV cache that crops, keeps a path and
+follows the weights' dtype, explicit positions and masks, blocks run a layer at a time (early
+exits), features, bytes, saving (scripts/training.py) and loading."""
 import copy
 
 import pytest
 import torch
 
 import minispec as ms
-from minispec.model import WEIGHTS_DIR, KVCache, decode, save_model
+from minispec.model import WEIGHTS_DIR, KVCache, decode
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +31,7 @@ def test_logits_at_every_position(model):
     idx = torch.randint(0, 50, (3, 7), generator=torch.Generator().manual_seed(1))
     logits = model(idx)
     assert logits.shape == (3, 7, 50)
-    for t in range(7):  # position t depends on tokens up to t only (causal), and matches a shorter run
+    for t in range(7):  # position t sees tokens up to t only (causal): a shorter run's logits
         assert torch.allclose(logits[:, t], model(idx[:, :t + 1])[:, -1], atol=1e-5)
 
 
@@ -96,7 +97,8 @@ def test_crop_validates(model):
 
 
 def test_keep_moves_a_path_next_to_the_context():
-    """keep(start, nodes): entries start + i for i in nodes move to start, start + 1, ...; the rest is cropped."""
+    """keep(start, nodes): entries start + i for i in nodes move to start, start + 1, ...; the
+    rest is cropped."""
     cfg = ms.GPTConfig(vocab_size=4, block_size=8, n_layer=2, n_head=1, n_embd=2)
     cache = KVCache(cfg, size=12)
     cache.k[:] = torch.arange(12.0).view(1, 1, 1, 12, 1)  # entry j holds the value j
@@ -104,38 +106,62 @@ def test_keep_moves_a_path_next_to_the_context():
     cache.length = 10  # a context of 4 entries, then 6 tree nodes
     cache.keep(4, [1, 3, 4])
     assert cache.length == 7
-    assert cache.k[0, 0, 0, :7, 0].tolist() == [0, 1, 2, 3, 5, 7, 8] and torch.equal(cache.v[:, :, :, :7], -cache.k[:, :, :, :7])
+    assert cache.k[0, 0, 0, :7, 0].tolist() == [0, 1, 2, 3, 5, 7, 8]
+    assert torch.equal(cache.v[:, :, :, :7], -cache.k[:, :, :, :7])
     cache.keep(7, [])
     assert cache.length == 7
 
 
-def test_blocks_do_not_advance_the_cache(model):
-    """GPT.blocks writes entries after cache.length but leaves length to its caller (forward advances it)."""
-    idx = tokens(5, seed=7)
+def test_blocks_write_at_start_and_advance_the_cache(model):
+    """GPT.blocks writes the T new entries at `start` (default: cache.length) and sets the cache's
+    length to start + T: whoever runs blocks advances the cache."""
+    idx, more = tokens(5, seed=7), tokens(2, seed=8)
+    full = model(torch.cat([idx, more], 1))
     cache = model.new_cache()
-    x = model.embed(idx, torch.arange(5))
-    h = model.blocks(x, cache)
-    assert cache.length == 0
-    cache.length = 5
-    assert torch.allclose(model.lm_head(model.ln_f(h)), model(idx), atol=1e-5)
-    assert torch.allclose(model(tokens(2, seed=8), cache), model(torch.cat([idx, tokens(2, seed=8)], 1))[:, 5:], atol=1e-5)
+    h = model.blocks(model.embed(idx, torch.arange(5)), cache)
+    assert cache.length == 5
+    assert torch.allclose(model.lm_head(model.ln_f(h)), full[:, :5], atol=1e-5)
+    assert torch.allclose(model(more, cache), full[:, 5:], atol=1e-5)  # default start: length
+    assert cache.length == 7
+    # an explicit start overwrites from there (entries 5, 6 again) and the length follows it
+    h = model.blocks(model.embed(more, torch.arange(5, 7)), cache, start=5)
+    assert cache.length == 7
+    assert torch.allclose(model.lm_head(model.ln_f(h)), full[:, 5:], atol=1e-5)
+    cache.length = 9  # junk at 7, 8: start=5 ignores it and drops it
+    h = model.blocks(model.embed(more[:, :1], torch.arange(5, 6)), cache, start=5)
+    assert cache.length == 6
+    assert torch.allclose(model.lm_head(model.ln_f(h)), full[:, 5:6], atol=1e-5)
     with pytest.raises(ValueError, match="KV cache holds 4"):
         model(tokens(5), model.new_cache(size=4))
-    with pytest.raises(ValueError, match="block_size"):  # a big cache still cannot hold positions past the block
+    with pytest.raises(ValueError, match="block_size"):  # a big cache: no position past the block
         model(tokens(5), model.new_cache(size=200), pos=torch.arange(30, 35))
+
+
+def test_features_are_what_the_head_reads(model):
+    """GPT.features is ln_f(h_N): the head of it is forward's logits, with and without a cache."""
+    idx = tokens(8, seed=6)
+    f = model.features(idx)
+    assert f.shape == (1, 8, 16)
+    assert torch.allclose(model.lm_head(f), model(idx), atol=1e-6)
+    h = model.blocks(model.embed(idx, torch.arange(8)))
+    assert torch.allclose(f, model.ln_f(h), atol=1e-6)
+    cache = model.new_cache()
+    parts = torch.cat([model.features(idx[:, :3], cache), model.features(idx[:, 3:], cache)], 1)
+    assert cache.length == 8 and torch.allclose(parts, f, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 def test_cache_and_forward_follow_the_dtype(model, dtype):
-    """new_cache takes the weights' device and dtype, so model.double() (or .to("cuda")) just works."""
+    """new_cache takes the weights' device and dtype: model.double() (or .to("cuda")) just works."""
     m = copy.deepcopy(model).to(dtype)
     cache = m.new_cache(batch_size=2, size=40)
     assert cache.k.dtype == cache.v.dtype == dtype and cache.k.device == m.wte.weight.device
     assert cache.k.shape == (2, 2, 2, 40, 8) and model.new_cache().k.shape[3] == 32
     idx, cache = tokens(6, seed=9), m.new_cache()
     pieces = torch.cat([m(idx[:, :4], cache), m(idx[:, 4:], cache)], 1)
-    assert pieces.dtype == dtype and torch.allclose(pieces, m(idx), atol=1e-12 if dtype == torch.float64 else 0.1)
-    assert torch.allclose(pieces.float(), model(idx), atol=1e-5 if dtype == torch.float64 else 0.2)
+    exact = dtype == torch.float64
+    assert pieces.dtype == dtype and torch.allclose(pieces, m(idx), atol=1e-12 if exact else 0.1)
+    assert torch.allclose(pieces.float(), model(idx), atol=1e-5 if exact else 0.2)
 
 
 # --- explicit positions and masks (tree attention) ----------------------------------------------
@@ -168,20 +194,33 @@ def test_tree_mask_scores_every_branch_in_one_pass(model):
     assert torch.allclose(got[2], model(torch.tensor([[a, b, c, d, f]]))[0, -1], atol=1e-5)
 
 
-def test_early_exit_and_all_exits(model):
+def test_blocks_one_layer_at_a_time_give_every_exit(model, script):
+    """Early exits: blocks(x, layers=[l]) one block at a time, through the shared ln_f and head,
+    give the logits after each block; the last exit is forward's, exit 1 that of the first block
+    alone (a 1-layer GPT with the same weights). scripts/training.py's exit_logits does the same."""
     idx = tokens(6, seed=4)
-    exits = model(idx, all_exits=True)
-    assert len(exits) == 2
-    assert torch.allclose(exits[-1], model(idx), atol=1e-6)
-    assert torch.allclose(exits[0], model(idx, n_layer=1), atol=1e-6)
+    x, exits = model.embed(idx, torch.arange(6)), []
+    for layer in range(2):
+        x = model.blocks(x, layers=[layer])
+        exits.append(model.lm_head(model.ln_f(x)))
     shallow = ms.GPT(ms.GPTConfig(vocab_size=50, n_layer=1, n_head=2, n_embd=16, block_size=32))
-    shallow.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("h.1.")})
-    assert torch.allclose(shallow.eval()(idx), model(idx, n_layer=1), atol=1e-6)
+    shallow.load_state_dict({k: v for k, v in model.state_dict().items()
+                             if not k.startswith("h.1.")})
+    assert torch.allclose(exits[-1], model(idx), atol=1e-6)
+    assert torch.allclose(exits[0], shallow.eval()(idx), atol=1e-6)
+    assert not torch.allclose(exits[0], exits[1], atol=1e-3)  # the second block does change them
+    cache = model.new_cache()  # a cache: each layer's call writes its own layer only
+    model.blocks(model.embed(idx, torch.arange(6)), cache, layers=[0])
+    assert cache.length == 6 and cache.k[1].abs().sum() == 0 and cache.k[0].abs().sum() > 0
+    scripted = script("training").exit_logits(model, idx)
+    assert len(scripted) == 2
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(scripted, exits))
 
 
 # --- bytes --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["", "def fib(n):\n    return n", "h\xe9llo \u2603 \U0001f40d", "\x00\x7f"])
+@pytest.mark.parametrize("text", ["", "def fib(n):\n    return n", "h\xe9llo \u2603 \U0001f40d",
+                                  "\x00\x7f"])
 def test_encode_decode_roundtrip(text):
     ids = ms.encode(text)
     assert isinstance(ids, list) and all(isinstance(i, int) and 0 <= i < 256 for i in ids)
@@ -201,7 +240,7 @@ def test_decode_invalid_utf8_gives_replacement_char(ids):
 
 
 def test_decode_is_the_public_function():
-    """`ms.decode` is the byte decoder of the API contract (no submodule shadows it: see test_api.py)."""
+    """`ms.decode` is the byte decoder of the API contract (no submodule shadows it: test_api)."""
     assert ms.decode is decode
     assert ms.decode([104, 105]) == "hi"
     assert ms.decode([0xFF]) == "\ufffd"
@@ -209,9 +248,9 @@ def test_decode_is_the_public_function():
 
 # --- saving and loading -------------------------------------------------------------------------
 
-def test_save_load_roundtrip(model, tmp_path):
+def test_save_load_roundtrip(model, tmp_path, script):
     path = tmp_path / "tiny.pt"
-    save_model(model, path, data="random", steps=0)
+    script("training").save_model(model, path, data="random", steps=0)  # scripts/, not the package
     ckpt = torch.load(path, weights_only=True)
     assert ckpt["card"] == {"data": "random", "steps": 0}
     assert all(v.dtype == torch.float16 for v in ckpt["state_dict"].values())  # stored in fp16

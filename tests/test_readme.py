@@ -1,5 +1,5 @@
-"""The README's Python examples run as written, in order, in one namespace (they build on each other), so the
-first code a newcomer copies cannot drift away from the package."""
+"""The README's Python examples run as written, in order, in one namespace (they build on each
+other), so the first code a newcomer copies cannot drift away from the package."""
 import re
 from pathlib import Path
 
@@ -11,6 +11,6 @@ def test_readme_examples_run(capsys):
     assert len(blocks) >= 3, "the README's examples: ten lines, your own drafter, a batch"
     namespace = {}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # their own asserts check greedy equality
+        exec(compile(block, str(README), "exec"), namespace)  # their asserts: greedy equality
     assert namespace["res"].tokens and len(namespace["outs"]) == 2
     assert capsys.readouterr().out  # the first example prints the continuation and tokens per call

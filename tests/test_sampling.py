@@ -16,8 +16,9 @@ def random_logits(shape, seed=0):
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(temperature=0.5), dict(temperature=2.0), dict(top_k=1),
-                                dict(top_k=5), dict(top_p=0.3), dict(top_p=0.9), dict(top_k=10, top_p=0.8),
-                                dict(temperature=0.0), dict(temperature=0.7, top_k=3, top_p=0.5)])
+                                dict(top_k=5), dict(top_p=0.3), dict(top_p=0.9),
+                                dict(top_k=10, top_p=0.8), dict(temperature=0.0),
+                                dict(temperature=0.7, top_k=3, top_p=0.5)])
 def test_rows_sum_to_one(kw):
     p = ms.probs(random_logits((2, 3, 50)), **kw)
     assert p.shape == (2, 3, 50)
@@ -28,15 +29,19 @@ def test_rows_sum_to_one(kw):
 def test_temperature_scales_logits():
     logits = random_logits((4, 20), seed=1)
     assert torch.allclose(ms.probs(logits), torch.softmax(logits, -1), atol=1e-7)
-    assert torch.allclose(ms.probs(logits, temperature=0.5), torch.softmax(logits / 0.5, -1), atol=1e-7)
+    want = torch.softmax(logits / 0.5, -1)
+    assert torch.allclose(ms.probs(logits, temperature=0.5), want, atol=1e-7)
 
 
 def test_temperature_zero_is_one_hot_argmax():
     logits = random_logits((5, 30), seed=2)
-    p = ms.probs(logits, temperature=0.0, top_k=3, top_p=0.5)  # top-k/top-p cannot change the argmax
+    # top-k/top-p cannot change the argmax
+    p = ms.probs(logits, temperature=0.0, top_k=3, top_p=0.5)
     assert torch.equal(p, torch.nn.functional.one_hot(logits.argmax(-1), 30).float())
-    assert ms.probs(torch.tensor([0.0, 2.0, 2.0]), temperature=0).tolist() == [0.0, 1.0, 0.0]  # ties: lowest id
-    assert ms.probs(torch.tensor([0.0, 1.0, 2.0]), temperature=0).tolist() == [0.0, 0.0, 1.0]  # docstring
+    # ties: lowest id
+    assert ms.probs(torch.tensor([0.0, 2.0, 2.0]), temperature=0).tolist() == [0.0, 1.0, 0.0]
+    # docstring
+    assert ms.probs(torch.tensor([0.0, 1.0, 2.0]), temperature=0).tolist() == [0.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize("k", [1, 2, 7, 49, 50, 80])
@@ -77,8 +82,10 @@ def test_top_k_then_top_p():
     assert torch.allclose(p, torch.tensor([1.0, 0, 0, 0]), atol=1e-6)
 
 
-@pytest.mark.parametrize("kw, match", [(dict(temperature=-1.0), "temperature"), (dict(temperature=None), "temperature"),
-                                       (dict(top_k=0), "top_k"), (dict(top_k=-3), "top_k"), (dict(top_k=1.5), "top_k"),
+@pytest.mark.parametrize("kw, match", [(dict(temperature=-1.0), "temperature"),
+                                       (dict(temperature=None), "temperature"),
+                                       (dict(top_k=0), "top_k"), (dict(top_k=-3), "top_k"),
+                                       (dict(top_k=1.5), "top_k"),
                                        (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"),
                                        (dict(top_p=-0.2), "top_p")])
 def test_bad_sampling_args(kw, match):
@@ -100,7 +107,8 @@ def test_sample_uses_the_generator(chi2_pvalue):
 
 
 def test_probs_keeps_float64_and_lifts_half_precision():
-    """float64 logits stay float64 (a float64 model decodes exactly); fp16/bf16 are softmaxed in float32."""
+    """float64 logits stay float64 (a float64 model decodes exactly); fp16/bf16 are softmaxed in
+    float32."""
     logits = random_logits((3, 10), seed=4)
     assert ms.probs(logits.double(), top_p=0.9).dtype == torch.float64
     assert ms.probs(logits.double(), temperature=0).dtype == torch.float64

@@ -1,4 +1,5 @@
-"""generate and THE speculative loop (minispec.speculate): greedy equality, exact losslessness, records, edge cases.
+"""generate and THE speculative loop (minispec.speculate): greedy equality, exact losslessness,
+records, edge cases.
 
 Sampling is checked two ways against the target's own law of its next few tokens (the target alone,
 every sequence over a tiny vocabulary enumerated): exactly, with the loop's random draws enumerated
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import minispec as ms
+from minispec.kit.viz import drafted
 
 PROMPTS = ["def f(x):", "x", "import os\n", "class A:\n    ", "    return", "for i in range(10):",
            "\xe9t\xe9 \u2603", "#!", "while True:\n        pass", "a = [1, 2, 3]; b = a[::-1]"]
@@ -34,16 +36,19 @@ def test_greedy_speculative_equals_generate(byte_pair, greedy_refs, gamma):
         res = ms.speculative_generate(target, draft, ms.encode(prompt), 24, gamma=gamma)
         assert res.tokens == greedy_refs[prompt], prompt
         accepted.update(s.accepted for s in res.steps)
-    assert accepted[0] and sum(accepted.values()) > accepted[0]  # rejections and acceptances happened
+    # rejections and acceptances happened
+    assert accepted[0] and sum(accepted.values()) > accepted[0]
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 def test_greedy_ignores_top_k_top_p(byte_pair, greedy_refs, gamma):
     target, draft = byte_pair
     for prompt in PROMPTS[:4]:
-        res = ms.speculative_generate(target, draft, ms.encode(prompt), 24, gamma=gamma, top_k=5, top_p=0.7)
+        res = ms.speculative_generate(target, draft, ms.encode(prompt), 24, gamma=gamma, top_k=5,
+                                      top_p=0.7)
         assert res.tokens == greedy_refs[prompt]
-        assert ms.generate(target, ms.encode(prompt), 24, top_k=5, top_p=0.7).tokens == greedy_refs[prompt]
+        plain = ms.generate(target, ms.encode(prompt), 24, top_k=5, top_p=0.7)
+        assert plain.tokens == greedy_refs[prompt]
 
 
 @pytest.mark.parametrize("kind", ["target_itself", "unrelated"])
@@ -63,10 +68,13 @@ def test_greedy_with_perfect_and_useless_drafts(byte_pair, greedy_refs, random_g
 
 
 class RepeatLast(ms.Drafter):
-    """A stateless deterministic drafter (like prompt lookup): guess the last token again, gamma times."""
+    """A stateless deterministic drafter (like prompt lookup): guess the last token again, gamma
+    times."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
-        return ms.Tree.chain([context[-1]] * min(gamma, depth))  # q None: deterministic guesses
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        n = gamma if depth is None else min(gamma, depth)
+        return ms.Tree.chain([context[-1]] * n)  # q None: deterministic guesses
 
 
 def test_greedy_with_a_drafter_object(byte_pair, greedy_refs):
@@ -79,13 +87,16 @@ def test_greedy_with_a_drafter_object(byte_pair, greedy_refs):
 def test_steps_rebuild_the_output(byte_pair):
     target, draft = byte_pair
     for temperature in (0.0, 1.0):
-        res = ms.speculative_generate(target, draft, ms.encode("def f(x):"), 40, gamma=4, temperature=temperature)
+        res = ms.speculative_generate(target, draft, ms.encode("def f(x):"), 40, gamma=4,
+                                      temperature=temperature)
         emitted = [t for s in res.steps for t in [s.tree.tokens[i] for i in s.path] + [s.token]]
         assert emitted == res.tokens
         for s in res.steps:
             assert len(s.path) <= len(s.tree.tokens) <= 4
-            assert s.drafted[:s.accepted] == [s.tree.tokens[i] for i in s.path]  # a chain: drafted = its tokens
-            assert s.drafted == s.tree.tokens and s.bonus == (s.accepted == len(s.tree.tokens))
+            # a chain: drafted = its tokens
+            assert drafted(s)[:s.accepted] == [s.tree.tokens[i] for i in s.path]
+            assert drafted(s) == s.tree.tokens
+            assert s.bonus == (len(s.tree.tokens) > 0 and s.accepted == len(s.tree.tokens))
 
 
 def count_calls(module):
@@ -96,14 +107,16 @@ def count_calls(module):
 
 
 def test_stats_count_what_happened(byte_pair):
-    """Stats against independent counts: target calls = passes through the target's last block; draft calls =
-    passes through the draft's block, one per drafted token of a chain; every call adds one token of the
-    target's own, so the kept drafts are the other len(tokens) - target_calls tokens."""
+    """Stats against independent counts: target calls = passes through the target's last block;
+    draft calls = passes through the draft's block, one per drafted token of a chain; every call
+    adds one token of the target's own, so the kept drafts are the other len(tokens) - target_calls
+    tokens."""
     target, draft = copy.deepcopy(byte_pair[0]), copy.deepcopy(byte_pair[1])
     target_calls, draft_calls = count_calls(target.h[-1]), count_calls(draft.h[0])
     res = ms.speculative_generate(target, draft, ms.encode("def f(x):"), 40, gamma=4)
     st = res.stats
-    assert st.target_calls == len(target_calls) and st.draft_calls == len(draft_calls) == st.drafted > 0
+    assert st.target_calls == len(target_calls)
+    assert st.draft_calls == len(draft_calls) == st.drafted > 0
     assert st.kept_fraction == pytest.approx((40 - len(target_calls)) / len(draft_calls))
     assert st.tokens_per_call == pytest.approx(40 / len(target_calls))
     assert st.wall_time > 0 and st.tokens_per_second == pytest.approx(40 / st.wall_time)
@@ -124,16 +137,20 @@ def pair64(tiny_pair):
 
 @pytest.fixture(scope="module")
 def topk_pair(random_gpt):
-    """Vocabulary 5 with top_k=2: top-k drops much of the draft's mass, so drafting from the filtered q
-    but reporting the raw one shows up clearly."""
+    """Vocabulary 5, flat-ish (std 0.3): top_k=2 and top_p=0.7 drop much of the draft's mass (and
+    leave the target several tokens), so drafting from the filtered q but reporting the raw one
+    shows up clearly."""
     cfg = dict(vocab_size=5, n_layer=1, n_head=1, n_embd=8, block_size=16, std=0.3)
     return random_gpt(seed=0, **cfg), random_gpt(seed=1, **cfg)
 
 
-SETTINGS = {  # name: (pair, sampling kwargs); with 3 new tokens a round drafts at most 2
+SETTINGS = {  # name: (pair, sampling kwargs, gamma); with 3 new tokens a round drafts at most 2
     "plain": ("tiny", dict(temperature=1.0), 2),
+    # (on tiny_pair this top-p leaves the target ONE token wherever a draft is verified: a one-hot
+    # p makes any q lossless, so "top_p" below is the setting that tests a top-p draft's q)
     "gamma_1_top_p": ("tiny", dict(temperature=0.7, top_p=0.8), 1),
     "top_k": ("topk", dict(temperature=1.0, top_k=2), 2),
+    "top_p": ("topk", dict(temperature=1.0, top_p=0.7), 2),
 }
 
 
@@ -143,14 +160,21 @@ def pair_for(name, request, dtype=torch.float32):
 
 
 def spec_law(exact_law, dense, target, drafter, m=3, **kw):
-    law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, m, **kw).tokens))
-    return dense(law, target.config.vocab_size, m)
+    def run():
+        return tuple(ms.speculative_generate(target, drafter, PROMPT, m, **kw).tokens)
+
+    return dense(exact_law(run), target.config.vocab_size, m)
+
+
+def tv(a, b):
+    return 0.5 * float((a - b).abs().sum())
 
 
 def test_generate_exact_law_is_the_target(tiny_pair, exact_law, dense, target_law):
     """The reference itself: generate's own draws, enumerated, give the enumerated target law."""
     target, _ = tiny_pair
-    for kw in (dict(temperature=1.0), dict(temperature=0.7, top_p=0.8), dict(temperature=1.3, top_k=2)):
+    for kw in (dict(temperature=1.0), dict(temperature=0.7, top_p=0.8),
+               dict(temperature=1.3, top_k=2)):
         law = dense(exact_law(lambda: tuple(ms.generate(target, PROMPT, 3, **kw).tokens)), 3, 3)
         assert torch.allclose(law, target_law(target, PROMPT, 3, **kw), atol=1e-6, rtol=0)
 
@@ -177,7 +201,8 @@ def test_speculative_sampling_chi_square(request, chi2_pvalue, target_law, setti
 
 
 def test_deterministic_drafter_is_lossless(pair64, exact_law, dense, target_law):
-    """Guesses with q None: verification draws x ~ p and keeps the guess if x equals it; exact all the same."""
+    """Guesses with q None: verification draws x ~ p and keeps the guess if x equals it; exact all
+    the same."""
     target, _ = pair64
     law = spec_law(exact_law, dense, target, RepeatLast(), gamma=2, temperature=1.0)
     assert torch.allclose(law, target_law(target, PROMPT, 3), atol=1e-12, rtol=0)
@@ -198,48 +223,79 @@ def threshold_accept(candidates, q, p, generator=None, tau=0.3):
 class GreedyDraftSoftQ(ms.ModelDrafter):
     """Draft token = argmax q, but the q reported is the soft distribution."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         tree = super().draft(context, gamma, 0.0, top_k, top_p, generator, depth)
         return soft_q(self.model, context, tree, temperature)
 
 
 class FilteredDraftRawQ(ms.ModelDrafter):
-    """Draft token drawn from the top-k/top-p filtered q, but the q reported is the unfiltered one."""
+    """Draft token drawn from the top-k/top-p filtered q, but the q reported is the unfiltered
+    one."""
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None, depth=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         tree = super().draft(context, gamma, temperature, top_k, top_p, generator, depth)
         return soft_q(self.model, context, tree, temperature)
 
 
 @torch.no_grad()
 def soft_q(model, context, chain, temperature):
-    """The chain, its q replaced by the draft's plain (temperature only) softmax after each prefix."""
-    n = len(chain.tokens)
-    logits = model(torch.tensor([list(context) + chain.tokens]))[0, len(context) - 1:len(context) - 1 + n]
+    """The chain, its q replaced by the draft's plain (temperature only) softmax after each
+    prefix."""
+    n, c = len(chain.tokens), len(context)
+    logits = model(torch.tensor([list(context) + chain.tokens]))[0, c - 1:c - 1 + n]
     return ms.Tree.chain(chain.tokens, list(ms.probs(logits, temperature)))
 
 
-CONTROLS = {"always_accept": ("tiny", dict(rule=always_accept)),
-            "threshold": ("tiny", dict(rule=threshold_accept)),
-            "greedy_draft_soft_q": ("tiny", dict(drafter=GreedyDraftSoftQ)),
-            "filtered_draft_raw_q": ("topk", dict(drafter=FilteredDraftRawQ))}
+CONTROLS = {  # name: (setting, how)
+    "always_accept": ("plain", dict(rule=always_accept)),
+    "threshold": ("plain", dict(rule=threshold_accept)),
+    "greedy_draft_soft_q": ("plain", dict(drafter=GreedyDraftSoftQ)),
+    "filtered_draft_raw_q": ("top_k", dict(drafter=FilteredDraftRawQ)),
+    "filtered_draft_raw_q_top_p": ("top_p", dict(drafter=FilteredDraftRawQ)),
+}
 
 
 @pytest.mark.parametrize("control", CONTROLS)
 def test_lossy_decoders_are_detected(request, exact_law, dense, target_law, chi2_pvalue, control):
-    name, how = CONTROLS[control]
-    _, kw, gamma = SETTINGS["top_k" if name == "topk" else "plain"]
+    setting, how = CONTROLS[control]
+    name, kw, gamma = SETTINGS[setting]
     target, draft = pair_for(name, request)
     drafter = how.get("drafter", ms.ModelDrafter)(draft)
     rule = dict(rule=how["rule"]) if "rule" in how else {}
     want = target_law(target, PROMPT, 3, **kw)
     law = spec_law(exact_law, dense, target, drafter, gamma=gamma, **kw, **rule)
-    assert 0.5 * float((law - want).abs().sum()) > 0.05  # the exact check flags it ...
+    assert tv(law, want) > 0.05  # the exact check flags it ...
     V = target.config.vocab_size
     counts = torch.zeros(V, V, V)
     for seed in range(500):
-        counts[tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=gamma, seed=seed, **kw, **rule).tokens)] += 1
+        res = ms.speculative_generate(target, drafter, PROMPT, 3, gamma=gamma, seed=seed, **kw,
+                                      **rule)
+        counts[tuple(res.tokens)] += 1
     assert chi2_pvalue(counts, want) < 1e-6  # ... and so does the chi-square
+
+
+def test_top_p_setting_catches_a_filtered_draft_with_raw_q(request, exact_law, dense, target_law):
+    """Review finding: against a one-hot p any q is lossless, so a top-p setting must leave the
+    target at least two tokens where a draft is verified. Here the first round always verifies
+    its first draft after PROMPT; there the warped target keeps >= 2 tokens and top-p really cuts
+    the draft's q. A drafter that draws from the warped q but reports the raw one then moves the
+    exact law (measured: total variation 0.123 from the target's), while the package's
+    ModelDrafter matches it (float64)."""
+    _, kw, gamma = SETTINGS["top_p"]
+    target, draft = pair_for("topk", request, torch.float64)
+    with torch.no_grad():
+        p = ms.probs(target(torch.tensor([PROMPT]))[0, -1], **kw)
+        logits = draft(torch.tensor([PROMPT]))[0, -1]
+    assert int((p > 0).sum()) >= 2  # not degenerate: p is not one-hot where a draft is verified
+    q_warped, q_raw = ms.probs(logits, **kw), ms.probs(logits, kw["temperature"])
+    assert float(q_raw[q_warped == 0].sum()) > 0.1  # top-p drops real mass from the draft's q
+    want = target_law(target, PROMPT, 3, **kw)
+    lossy = spec_law(exact_law, dense, target, FilteredDraftRawQ(draft), gamma=gamma, **kw)
+    assert tv(lossy, want) > 0.1
+    right = spec_law(exact_law, dense, target, ms.ModelDrafter(draft), gamma=gamma, **kw)
+    assert torch.allclose(right, want, atol=1e-9, rtol=0)
 
 
 def test_draft_equal_to_target_keeps_every_draft(byte_pair):
@@ -255,8 +311,10 @@ def test_last_token_needs_no_draft_when_sampling(byte_pair):
     """With one token left a round drafts nothing (max_new_tokens=1 is that round alone)."""
     target, draft = byte_pair
     for seed in range(3):
-        res = ms.speculative_generate(target, draft, ms.encode("def "), 1, gamma=4, temperature=1.0, seed=seed)
-        assert len(res.tokens) == 1 and res.steps[0].tree.tokens == [] and res.steps[0].accepted == 0
+        res = ms.speculative_generate(target, draft, ms.encode("def "), 1, gamma=4,
+                                      temperature=1.0, seed=seed)
+        assert len(res.tokens) == 1 and res.steps[0].tree.tokens == []
+        assert res.steps[0].accepted == 0
 
 
 def test_sampling_is_deterministic_given_the_seed(byte_pair):
@@ -264,22 +322,25 @@ def test_sampling_is_deterministic_given_the_seed(byte_pair):
     kw = dict(max_new_tokens=20, gamma=3, temperature=0.8, top_k=20, top_p=0.9)
     a = ms.speculative_generate(target, draft, ms.encode("def "), seed=5, **kw)
     b = ms.speculative_generate(target, draft, ms.encode("def "), seed=5, **kw)
-    assert a.tokens == b.tokens and [s.drafted for s in a.steps] == [s.drafted for s in b.steps]
+    assert a.tokens == b.tokens and [drafted(s) for s in a.steps] == [drafted(s) for s in b.steps]
     others = {tuple(ms.speculative_generate(target, draft, ms.encode("def "), seed=s, **kw).tokens)
               for s in range(6, 10)}
     assert others - {tuple(a.tokens)}  # the seed matters
     kw.pop("gamma")
     a = ms.generate(target, ms.encode("def "), seed=5, **kw).tokens
     assert a == ms.generate(target, ms.encode("def "), seed=5, **kw).tokens
-    assert {tuple(ms.generate(target, ms.encode("def "), seed=s, **kw).tokens) for s in range(6, 10)} - {tuple(a)}
+    others = {tuple(ms.generate(target, ms.encode("def "), seed=s, **kw).tokens)
+              for s in range(6, 10)}
+    assert others - {tuple(a)}
 
 
 # --- float64: device and dtype follow the model ---------------------------------------------------
 
 def test_float64_models_decode_greedy_equal(byte_pair, greedy_refs):
-    """model.double() decodes, and greedily equals generate. float64 is the strict test: in float32 a
-    one-token and a many-token forward round differently (another summation order), so two logits
-    within ~1e-6 of each other could swap places between generate and the loop's one-pass scoring."""
+    """model.double() decodes, and greedily equals generate. float64 is the strict test: in float32
+    a one-token and a many-token forward round differently (another summation order), so two logits
+    within ~1e-6 of each other could swap places between generate and the loop's one-pass
+    scoring."""
     target, draft = (copy.deepcopy(m).double() for m in byte_pair)
     for prompt in PROMPTS[:4]:
         ids = ms.encode(prompt)
@@ -346,7 +407,7 @@ def test_eos_inside_an_accepted_block(byte_pair):
         full = ms.speculative_generate(target, draft, ids, 24, gamma=4)
         pos = 0
         for s in full.steps:
-            block = s.drafted[:s.accepted] + [s.token]
+            block = drafted(s)[:s.accepted] + [s.token]
             for j, tok in enumerate(block[:-1]):  # not the block's last token
                 if tok not in full.tokens[:pos + j]:
                     eos, idx = tok, pos + j

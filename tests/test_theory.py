@@ -1,4 +1,5 @@
-"""Closed forms of speculative decoding, checked against direct sums, known answers and simulation."""
+"""Closed forms of speculative decoding, checked against direct sums, known answers and
+simulation."""
 import pytest
 import torch
 
@@ -45,7 +46,8 @@ def test_acceptance_rate_is_one_minus_tv(seed):
 
 
 def test_acceptance_and_tv_known_answer():
-    """p = [.5, .5, 0], q = [.25, .25, .5]: sum min = .25 + .25 + 0 = .5; TV = (.25 + .25 + .5)/2 = .5."""
+    """p = [.5, .5, 0], q = [.25, .25, .5]: sum min = .25 + .25 + 0 = .5;
+    TV = (.25 + .25 + .5)/2 = .5."""
     p, q = torch.tensor([0.5, 0.5, 0.0]), torch.tensor([0.25, 0.25, 0.5])
     assert float(ms.acceptance_rate(p, q)) == pytest.approx(0.5)
     assert float(ms.tv_distance(p, q)) == pytest.approx(0.5)
@@ -78,7 +80,7 @@ def test_best_gamma_sanity():
     assert ms.best_gamma(0.9, 0.0) == 16  # free drafts: draft as much as allowed
     assert ms.best_gamma(0.9, 0.0, max_gamma=5) == 5
     by_alpha = [ms.best_gamma(a, 0.05) for a in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95)]
-    assert by_alpha == sorted(by_alpha) and by_alpha[-1] > by_alpha[0]  # better drafts: longer drafts
+    assert by_alpha == sorted(by_alpha) and by_alpha[-1] > by_alpha[0]  # better drafts: longer
     by_cost = [ms.best_gamma(0.8, c) for c in (0.01, 0.05, 0.1, 0.3)]
     assert by_cost == sorted(by_cost, reverse=True)  # dearer drafts: shorter drafts
     # a verification cost that grows with gamma pushes the best gamma down
@@ -88,7 +90,8 @@ def test_best_gamma_sanity():
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 @pytest.mark.parametrize("alpha", [0.05, 0.3, 0.6, 0.9, 0.99])
 def test_alpha_from_acceptance_inverts(alpha, gamma):
-    """The expected fraction of drafts kept is E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
+    """The expected fraction of drafts kept is
+    E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
     pmf = truncated_geometric(alpha, gamma)
     rate = sum(n * pn for n, pn in enumerate(pmf)) / gamma
     assert ms.alpha_from_acceptance(rate, gamma) == pytest.approx(alpha, abs=1e-9)
@@ -105,7 +108,8 @@ def test_iid_acceptance_simulation_matches_expected_tokens(alpha, gamma):
     se = float(tokens.std()) / n_rounds ** 0.5
     assert abs(float(tokens.mean()) - ms.expected_tokens(alpha, gamma)) < 4 * se
     freq = torch.bincount(n_kept, minlength=gamma + 1).double() / n_rounds
-    assert torch.allclose(freq, torch.tensor(ms.accepted_pmf(alpha, gamma), dtype=torch.float64), atol=0.015)
+    pmf = torch.tensor(ms.accepted_pmf(alpha, gamma), dtype=torch.float64)
+    assert torch.allclose(freq, pmf, atol=0.015)
 
 
 def test_speculative_accept_tokens_per_call_matches_theory():
@@ -117,41 +121,47 @@ def test_speculative_accept_tokens_per_call_matches_theory():
     q = torch.softmax(torch.randn(V, generator=gen), -1)
     alpha = float(ms.acceptance_rate(p, q))
     P, Q = p.expand(gamma + 1, V), q.expand(gamma, V)
-    drafts = torch.multinomial(q, n_calls * gamma, replacement=True, generator=gen).view(n_calls, gamma)
-    tokens = torch.tensor([ms.speculative_accept(d, Q, P, generator=gen)[0] + 1.0 for d in drafts.tolist()])
+    drafts = torch.multinomial(q, n_calls * gamma, replacement=True, generator=gen)
+    drafts = drafts.view(n_calls, gamma)
+    tokens = torch.tensor([ms.speculative_accept(d, Q, P, generator=gen)[0] + 1.0
+                           for d in drafts.tolist()])
     se = float(tokens.std()) / n_calls ** 0.5
     assert abs(float(tokens.mean()) - ms.expected_tokens(alpha, gamma)) < 4 * se
     assert 0.2 < alpha < 0.95  # (the case is not degenerate)
 
 
 def test_step_cost_measures_a_cached_forward(random_gpt, monkeypatch):
-    """step_cost (used by notebooks 00 and 03 and the benchmarks): one forward over `context` tokens into an
-    empty cache, then `reps` timed forwards of k tokens, each after exactly `context` cached entries (a hook
-    on the first block records each forward's length and the cache's); it returns the median of the timed
-    ones after the first 5. A fake clock that each forward advances by a known time makes that median known:
-    warm-ups of 9 s, then 0.3 0.1 0.2 0.5 s -> 0.25 s. With batch_size, every forward has that many rows."""
-    from minispec import theory
+    """step_cost (used by notebooks 00 and 03 and the benchmarks): one forward over `context` tokens
+    into an empty cache, then `reps` timed forwards of k tokens, each after exactly `context` cached
+    entries (a hook on the first block records each forward's length and the cache's); it returns
+    the median of the timed ones after the first 5. A fake clock that each forward advances by a
+    known time makes that median known: warm-ups of 9 s, then 0.3 0.1 0.2 0.5 s -> 0.25 s. With
+    batch_size, every forward has that many rows."""
+    from minispec.kit import timing
     m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     clock, seen, ticks = [0.0], [], iter(())
 
     def hook(block, args):
-        seen.append((*args[0].shape[:2], args[1].length))  # Block(x, cache, layer, mask): rows, new tokens, cached
+        # Block(x, cache, layer, mask, start): rows, new tokens, cached entries
+        seen.append((*args[0].shape[:2], args[1].length))
         clock[0] += next(ticks, 0.0)
 
-    monkeypatch.setattr(theory.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
     handle = m.h[0].register_forward_pre_hook(hook)
     try:
-        ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # the context forward, then the timed ones
-        assert theory.step_cost(m, 4, context=8, reps=9) == pytest.approx(0.25)
+        # the context forward, then the timed ones
+        ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])
+        assert timing.step_cost(m, 4, context=8, reps=9) == pytest.approx(0.25)
         assert seen == [(1, 8, 0)] + [(1, 4, 8)] * 9
         seen.clear()
         ticks = iter([9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # no context: every forward is timed
-        assert theory.step_cost(m, 2, context=0, reps=9) == pytest.approx(0.25)
+        assert timing.step_cost(m, 2, context=0, reps=9) == pytest.approx(0.25)
         assert seen == [(1, 2, 0)] * 9
         seen.clear()
-        ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])  # a batch: every row gets the context and k tokens
-        assert theory.step_cost(m, 3, context=8, reps=9, batch_size=4) == pytest.approx(0.25)
+        # a batch: every row gets the context and k tokens
+        ticks = iter([0.0] + [9.0] * 5 + [0.3, 0.1, 0.2, 0.5])
+        assert timing.step_cost(m, 3, context=8, reps=9, batch_size=4) == pytest.approx(0.25)
         assert seen == [(4, 8, 0)] + [(4, 3, 8)] * 9
     finally:
         handle.remove()

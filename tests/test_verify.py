@@ -1,4 +1,5 @@
-"""Verification rules (minispec.verify): exact laws of the package's own functions, chi-square, negative controls.
+"""Verification rules (minispec.verify): exact laws of the package's own functions, chi-square,
+negative controls.
 
 Notation as in the package: target p (gamma + 1, V), draft q (gamma, V), drafts x_1..x_gamma.
 Rows are fixed (the target's next-token law does not depend on the prefix here), so a round of
@@ -21,7 +22,8 @@ N_RUNS = 1500  # Monte Carlo runs per case
 
 
 def product_law(p):
-    """p_0 x p_1 x ... : the law of len(p) tokens drawn from the rows of p, as a (V,) * len(p) tensor."""
+    """p_0 x p_1 x ... : the law of len(p) tokens drawn from the rows of p, as a (V,) * len(p)
+    tensor."""
     out = p[0].double()
     for row in p[1:]:
         out = out[..., None] * row.double()
@@ -40,9 +42,14 @@ CASES = ["random", "q_zeros", "p_zeros", "p_equals_q", "one_hot_q", "one_hot_p",
 def make_case(name, g=2, V=4, seed=0):
     """A target p (g+1, V) and draft q (g, V) in float64."""
     gen = torch.Generator().manual_seed(seed)
-    rand = lambda rows: torch.softmax(2.0 * torch.randn(rows, V, generator=gen, dtype=torch.float64), -1)
+
+    def rand(rows):
+        return torch.softmax(2.0 * torch.randn(rows, V, generator=gen, dtype=torch.float64), -1)
+
+    def norm(t):
+        return t / t.sum(-1, keepdim=True)
+
     p, q = rand(g + 1), rand(g)
-    norm = lambda t: t / t.sum(-1, keepdim=True)
     if name == "q_zeros":  # tokens the draft can never propose: only corrections can emit them
         q[:, :2] = 0
         q = norm(q)
@@ -62,8 +69,8 @@ def make_case(name, g=2, V=4, seed=0):
 
 
 def one_round(rule, p, q, draw=None, generator=None):
-    """Draw drafts from `draw` (default q), run `rule(drafts, q, p, generator)`, then sample plain from
-    the next rows of p up to len(p) tokens -> the emitted tuple."""
+    """Draw drafts from `draw` (default q), run `rule(drafts, q, p, generator)`, then sample plain
+    from the next rows of p up to len(p) tokens -> the emitted tuple."""
     draw = q if draw is None else draw
     drafts = [int(torch.multinomial(row, 1, generator=generator)) for row in draw]
     n, tok = rule(drafts, q, p, generator)
@@ -79,7 +86,8 @@ def law_of(exact_law, dense, rule, p, q, draw=None):
 
 def run_rule(rule, p, q, draw=None, n=N_RUNS, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    return [one_round(rule, p.float(), q.float(), None if draw is None else draw.float(), gen) for _ in range(n)]
+    draw = None if draw is None else draw.float()
+    return [one_round(rule, p.float(), q.float(), draw, gen) for _ in range(n)]
 
 
 def counts_of(emitted, V, m):
@@ -92,15 +100,18 @@ def counts_of(emitted, V, m):
 # --- the building blocks: accept_prob and residual -----------------------------------------------
 
 def test_accept_prob_docstring_example_and_edges():
-    assert torch.allclose(ms.accept_prob(torch.tensor([.5, .1]), torch.tensor([.25, .4])), torch.tensor([1.0, .25]))
+    got = ms.accept_prob(torch.tensor([.5, .1]), torch.tensor([.25, .4]))
+    assert torch.allclose(got, torch.tensor([1.0, .25]))
     p, q = torch.tensor([0.0, 0.2, 0.3, 0.5]), torch.tensor([0.4, 0.0, 0.3, 0.3])
-    assert ms.accept_prob(p, q).tolist() == [0.0, 1.0, 1.0, 1.0]  # p = 0 never; q = 0 (never drawn) 1; p = q 1
+    # p = 0 never; q = 0 (never drawn) 1; p = q 1
+    assert ms.accept_prob(p, q).tolist() == [0.0, 1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_accepted_mass_plus_residual_is_p(name):
     """The proof of losslessness in one line, with the package's own pieces, row by row:
-    q * accept_prob(p, q) = min(p, q), kept; the rest, 1 - alpha, goes to residual(p, q) = norm(p - min(p, q))."""
+    q * accept_prob(p, q) = min(p, q), kept; the rest, 1 - alpha, goes to residual(p, q) = norm(p -
+    min(p, q))."""
     p, q = make_case(name)
     for pi, qi in zip(p, q):
         kept = qi * ms.accept_prob(pi, qi)
@@ -114,7 +125,8 @@ def test_residual_known_answer():
     """p - q = [0.3, -0.2, -0.1, 0.0] -> max(0, .) = [0.3, 0, 0, 0] -> normalized [1, 0, 0, 0]."""
     p, q = torch.tensor([0.5, 0.3, 0.2, 0.0]), torch.tensor([0.2, 0.5, 0.3, 0.0])
     assert torch.allclose(ms.residual(p, q), torch.tensor([1.0, 0, 0, 0]))
-    p, q = torch.tensor([0.4, 0.4, 0.2]), torch.tensor([0.2, 0.2, 0.6])  # [0.2, 0.2, 0] -> [.5, .5, 0]
+    # [0.2, 0.2, 0] -> [.5, .5, 0]
+    p, q = torch.tensor([0.4, 0.4, 0.2]), torch.tensor([0.2, 0.2, 0.6])
     assert torch.allclose(ms.residual(p, q), torch.tensor([0.5, 0.5, 0.0]))
 
 
@@ -145,18 +157,23 @@ def test_speculative_accept_chi_square(name, chi2_pvalue):
     p, q = make_case(name)
     emitted = run_rule(ms.speculative_accept, p, q, seed=CASES.index(name))
     assert chi2_pvalue(counts_of(emitted, 4, 3), product_law(p)) > 1e-4
-    assert chi2_pvalue(torch.bincount(torch.tensor([e[0] for e in emitted]), minlength=4), p[0]) > 1e-4
+    first = torch.bincount(torch.tensor([e[0] for e in emitted]), minlength=4)
+    assert chi2_pvalue(first, p[0]) > 1e-4
 
 
 def test_p_equals_q_always_accepts(exact_law):
     """p == q: min(1, p/q) = 1, so every draft is kept, with probability exactly 1."""
     p, q = make_case("p_equals_q", g=3, V=5)
-    kept = exact_law(lambda: ms.speculative_accept([int(torch.multinomial(r, 1)) for r in q], q, p)[0])
+    def kept_drafts():
+        return ms.speculative_accept([int(torch.multinomial(r, 1)) for r in q], q, p)[0]
+
+    kept = exact_law(kept_drafts)
     assert kept == {3: pytest.approx(1.0, abs=1e-12)}
 
 
 def test_one_hot_q_is_kept_with_probability_p(exact_law):
-    """A deterministic draft x is kept with probability p(x) exactly; a rejection never re-emits x."""
+    """A deterministic draft x is kept with probability p(x) exactly; a rejection never re-emits
+    x."""
     p = torch.tensor([[0.1, 0.2, 0.3, 0.25, 0.15], [0.2] * 5], dtype=torch.float64)
     q = F.one_hot(torch.tensor([2]), 5).double()
     law = exact_law(lambda: ms.speculative_accept([2], q, p))
@@ -174,7 +191,8 @@ def test_empty_draft_samples_from_p(exact_law, dense):
 
 def test_same_seed_same_result():
     p, q = make_case("random", g=4, V=5, seed=7)
-    a, b = run_rule(ms.speculative_accept, p, q, n=200, seed=11), run_rule(ms.speculative_accept, p, q, n=200, seed=11)
+    a = run_rule(ms.speculative_accept, p, q, n=200, seed=11)
+    b = run_rule(ms.speculative_accept, p, q, n=200, seed=11)
     assert a == b and a != run_rule(ms.speculative_accept, p, q, n=200, seed=12)
 
 
@@ -206,7 +224,8 @@ def control(name, p, q):
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("name", ["always_accept", "threshold", "greedy_draft_soft_q", "filtered_draft_raw_q"])
+@pytest.mark.parametrize("name", ["always_accept", "threshold", "greedy_draft_soft_q",
+                                  "filtered_draft_raw_q"])
 def test_lossy_rules_are_detected(name, exact_law, dense, chi2_pvalue):
     p, q = make_case("random", seed=5)
     rule, draw = control(name, p, q)
@@ -214,7 +233,8 @@ def test_lossy_rules_are_detected(name, exact_law, dense, chi2_pvalue):
     assert abs(float(law.sum()) - 1) < 1e-12
     assert tv(law, product_law(p)) > 0.05  # the exact check flags it ...
     emitted = run_rule(rule, p, q, draw, seed=1)
-    assert chi2_pvalue(counts_of(emitted, 4, 3), product_law(p)) < 1e-6  # ... and so does the chi-square
+    # ... and so does the chi-square
+    assert chi2_pvalue(counts_of(emitted, 4, 3), product_law(p)) < 1e-6
     assert chi2_pvalue(counts_of(emitted, 4, 3), law) > 1e-4  # (the control does what it says)
 
 
@@ -241,14 +261,16 @@ def test_greedy_accept_is_longest_agreeing_prefix(seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_speculative_accept_with_one_hot_p_and_q_is_greedy(seed, exact_law):
-    """Temperature 0 makes both p and q one-hot; the sampling rule then reduces to greedy_accept, surely."""
+    """Temperature 0 makes both p and q one-hot; the sampling rule then reduces to greedy_accept,
+    surely."""
     gen = torch.Generator().manual_seed(seed)
     g, V = 5, 4
     p = torch.eye(V)[torch.randint(0, V, (g + 1,), generator=gen)]
     draft = p.argmax(-1)[:g].clone()
     draft[seed % g] = (draft[seed % g] + 1) % V
     q = torch.eye(V)[draft]
-    assert exact_law(lambda: ms.speculative_accept(draft, q, p)) == {ms.greedy_accept(draft, p): 1.0}
+    law = exact_law(lambda: ms.speculative_accept(draft, q, p))
+    assert law == {ms.greedy_accept(draft, p): 1.0}
 
 
 @pytest.mark.parametrize("bad", ["p_rows", "q_shape", "token_range"])
@@ -283,10 +305,12 @@ def node_counts(rule, p, q, k, n, seed=0):
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
-@pytest.mark.parametrize("name", ["random", "q_zeros", "p_zeros", "p_equals_q", "one_hot_q", "zeros_both"])
+@pytest.mark.parametrize("name", ["random", "q_zeros", "p_zeros", "p_equals_q", "one_hot_q",
+                                  "zeros_both"])
 def test_multi_draft_accept_exact_law_is_p(name, k, exact_law):
     p, q = make_case(name, g=1, V=4, seed=k)
-    assert torch.allclose(node_law(exact_law, ms.multi_draft_accept, p[0], q[0], k), p[0], atol=1e-12, rtol=0)
+    law = node_law(exact_law, ms.multi_draft_accept, p[0], q[0], k)
+    assert torch.allclose(law, p[0], atol=1e-12, rtol=0)
 
 
 def no_residual_update(candidates, q, p, generator=None):
@@ -297,13 +321,15 @@ def no_residual_update(candidates, q, p, generator=None):
     return ms.sample(ms.residual(p, q), generator)
 
 
-@pytest.mark.parametrize("rule", [no_residual_update, functools.partial(typical_accept, eps=0.3, delta=0.6)],
+@pytest.mark.parametrize("rule", [no_residual_update,
+                                  functools.partial(typical_accept, eps=0.3, delta=0.6)],
                          ids=["no_residual_update", "typical_accept"])
 def test_multi_draft_lossy_rules_are_detected(rule, exact_law, chi2_pvalue):
     """Retrying every candidate against the original p over-emits the draft's favourites; Medusa's
-    typical acceptance keeps any candidate that is likely enough. Both are flagged, exactly and by chi-square,
-    while multi_draft_accept passes the same chi-square."""
-    p, q = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64), torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    typical acceptance keeps any candidate that is likely enough. Both are flagged, exactly and by
+    chi-square, while multi_draft_accept passes the same chi-square."""
+    p = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
     assert tv(node_law(exact_law, rule, p, q, 3), p) > 0.05
     assert chi2_pvalue(node_counts(rule, p, q, 3, 2000), p) < 1e-6
     assert chi2_pvalue(node_counts(ms.multi_draft_accept, p, q, 3, 2000), p) > 1e-3

@@ -1,4 +1,5 @@
-"""minispec.viz: traces say exactly what happened in each round, plots draw exactly the math.
+"""minispec.kit.viz (ms.viz): traces say exactly what happened in each round, plots draw exactly
+the math.
 
 Every check reads numbers back out of the figure (bar heights, titles) and compares them with the
 quantities they are meant to show, so a plot that mislabels or misstacks its bars fails. No test
@@ -10,6 +11,7 @@ import torch
 
 import minispec as ms
 from minispec import viz
+from minispec.kit.viz import drafted
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -27,8 +29,8 @@ def _no_files_written(tmp_path, monkeypatch):
 def sampled(byte_pair):
     """A speculative run at temperature 1 on the random pair: rounds with 0..gamma drafts kept."""
     target, draft = byte_pair
-    return ms.speculative_generate(target, draft, ms.encode("def f(x):"), max_new_tokens=40, gamma=4,
-                                   temperature=1.0, seed=3)
+    return ms.speculative_generate(target, draft, ms.encode("def f(x):"), max_new_tokens=40,
+                                   gamma=4, temperature=1.0, seed=3)
 
 
 def test_trace_segments_rebuild_the_output(sampled):
@@ -36,13 +38,15 @@ def test_trace_segments_rebuild_the_output(sampled):
     assert [t for t, _ in segs] == [ms.decode([t]) for t in sampled.tokens]
     kinds = [k for _, k in viz.trace_segments(sampled.steps)]
     assert kinds.count("accepted") == sum(s.accepted for s in sampled.steps)
-    assert kinds.count("rejected") == sum(len(s.drafted) - s.accepted for s in sampled.steps)
+    assert kinds.count("rejected") == sum(len(drafted(s)) - s.accepted for s in sampled.steps)
     assert kinds.count("bonus") + kinds.count("correction") == len(sampled.steps)
-    assert {"accepted", "rejected", "correction"} <= set(kinds), "the fixture should exercise accepted, rejected and correction"
+    assert {"accepted", "rejected", "correction"} <= set(kinds), \
+        "the fixture should exercise accepted, rejected and correction"
 
 
 def test_html_and_ansi_traces(sampled):
-    step = ms.Step(ms.Tree.chain([ord("<"), ord("b")]), [0], ord("&"))  # "<" kept, "b" rejected, "&" added
+    # "<" kept, "b" rejected, "&" added
+    step = ms.Step(ms.Tree.chain([ord("<"), ord("b")]), [0], ord("&"))
     page = viz.html_trace([step])
     assert "&lt;" in page and "&amp;" in page and "line-through" in page  # escaped, rejected struck
     assert all(c in page for c in viz.COLORS.values())
@@ -57,9 +61,11 @@ def test_plot_pq_bars_are_min_and_residual_mass():
     fig = viz.plot_pq(p, q, labels="abcd")
     left, right = fig.axes
     kept, res, q_bars = (left.containers[i] for i in range(3))
-    heights = lambda bars: torch.tensor([b.get_height() for b in bars], dtype=torch.float32)
+
+    def heights(bars):
+        return torch.tensor([b.get_height() for b in bars], dtype=torch.float32)
     assert torch.allclose(heights(kept), torch.minimum(p, q))
-    assert torch.allclose(heights(kept) + heights(res), p)  # the proof: min(p, q) + max(0, p - q) = p
+    assert torch.allclose(heights(kept) + heights(res), p)  # min(p, q) + max(0, p - q) = p
     assert torch.allclose(heights(q_bars), q)
     assert torch.allclose(heights(right.containers[0]), ms.residual(p, q))
     assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in left.get_title()
@@ -67,8 +73,9 @@ def test_plot_pq_bars_are_min_and_residual_mass():
 
 
 def test_plot_pq_top_keeps_the_likeliest_tokens():
-    """top=5 shows the 5 largest max(p, q), largest first. Here max(p, q) = .04 .02 .30 .40 .20 .28 .25 .15:
-    ids 3 2 5 6 4 (labels d c f g e), whose kept bars min(p, q) are .05 .10 .02 .07 .05; alpha uses all 8."""
+    """top=5 shows the 5 largest max(p, q), largest first. Here
+    max(p, q) = .04 .02 .30 .40 .20 .28 .25 .15: ids 3 2 5 6 4 (labels d c f g e), whose kept bars
+    min(p, q) are .05 .10 .02 .07 .05; alpha uses all 8."""
     p = torch.tensor([0.01, 0.02, 0.30, 0.05, 0.20, 0.02, 0.25, 0.15])
     q = torch.tensor([0.04, 0.01, 0.10, 0.40, 0.05, 0.28, 0.07, 0.05])
     fig = viz.plot_pq(p, q, labels="abcdefgh", top=5)
@@ -76,22 +83,25 @@ def test_plot_pq_top_keeps_the_likeliest_tokens():
     shown = torch.tensor([b.get_height() for b in kept], dtype=torch.float32)
     assert torch.allclose(shown, torch.tensor([0.05, 0.10, 0.02, 0.07, 0.05]))
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("dcfge")
-    assert f"alpha = {float(ms.acceptance_rate(p, q)):.3f}" in fig.axes[0].get_title()  # whole vocabulary
+    alpha = float(ms.acceptance_rate(p, q))  # the whole vocabulary
+    assert f"alpha = {alpha:.3f}" in fig.axes[0].get_title()
     plt.close(fig)
     g = torch.Generator().manual_seed(0)
-    p, q = torch.softmax(3 * torch.randn(256, generator=g), 0), torch.softmax(3 * torch.randn(256, generator=g), 0)
+    p = torch.softmax(3 * torch.randn(256, generator=g), 0)
+    q = torch.softmax(3 * torch.randn(256, generator=g), 0)
     top = torch.maximum(p, q).topk(5).indices
     assert top.tolist() != list(range(5))
     fig = viz.plot_pq(p, q, top=5)
     kept = next(c for c in fig.axes[0].containers if c.get_label() == "min(p, q): kept")
-    assert torch.allclose(torch.tensor([b.get_height() for b in kept], dtype=torch.float32), torch.minimum(p, q)[top])
+    shown = torch.tensor([b.get_height() for b in kept], dtype=torch.float32)
+    assert torch.allclose(shown, torch.minimum(p, q)[top])
     plt.close(fig)
 
 
 def test_plot_accept_hist_matches_counts_and_theory(sampled):
     fig = viz.plot_accept_hist(sampled.steps, alpha=0.5, gamma=4)
     ax = fig.axes[0]
-    full = [s.accepted for s in sampled.steps if len(s.drafted) == 4]
+    full = [s.accepted for s in sampled.steps if len(drafted(s)) == 4]
     freq = [b.get_height() for b in ax.containers[0]]
     assert freq == pytest.approx([full.count(n) / len(full) for n in range(5)])
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ms.accepted_pmf(0.5, 4))
@@ -104,11 +114,13 @@ def test_plot_acceptance_and_trace_draw_every_round(sampled):
     fig = viz.plot_acceptance(sampled.steps)
     kept, added, rejected = fig.axes[0].containers
     assert [b.get_height() for b in kept] == [s.accepted for s in sampled.steps]
-    assert [b.get_height() for b in rejected] == [len(s.drafted) - s.accepted for s in sampled.steps]
+    assert [b.get_height() for b in rejected] == [len(drafted(s)) - s.accepted
+                                                  for s in sampled.steps]
     plt.close(fig)
     fig = viz.plot_trace(sampled.steps)
     drawn = "".join(t.get_text() for t in fig.axes[0].texts[:-len(viz.COLORS)])
-    expected = "".join(t for t, _ in viz.trace_segments(sampled.steps)).replace("\n", "").replace("\t", "    ")
+    expected = "".join(t for t, _ in viz.trace_segments(sampled.steps))
+    expected = expected.replace("\n", "").replace("\t", "    ")
     assert len(drawn) == len(expected)  # every character placed (newlines become line breaks or ⏎)
     plt.close(fig)
 
@@ -125,17 +137,22 @@ def test_explorers_build(byte_pair):
 
 
 def test_trace_of_a_tree_step():
-    """A tree round: the trace shows the kept path, then the rest of the draft's most probable branch."""
+    """A tree round: the trace shows the kept path, then the rest of the draft's most probable
+    branch. A round with nothing drafted adds the target's token as a correction, no bonus."""
     tree = ms.Tree()
     a = tree.add(-1, ord("a"), 0.9)
     tree.add(-1, ord("x"), 0.05)
     tree.add(a, ord("c"), 0.3)
     tree.add(a, ord("b"), 0.6)
     step = ms.Step(tree, [a], ord("z"))
-    assert step.drafted == [ord("a"), ord("b")] and step.accepted == 1 and not step.bonus
+    assert drafted(step) == [ord("a"), ord("b")] and step.accepted == 1 and not step.bonus
     assert viz.trace_segments([step]) == [("a", "accepted"), ("b", "rejected"), ("z", "correction")]
     leaf = ms.Step(tree, [a, tree.children(a)[ord("b")]], ord("!"))
     assert leaf.bonus and viz.trace_segments([leaf])[-1] == ("!", "bonus")
+    assert drafted(leaf) == [ord("a"), ord("b")]
+    empty = ms.Step(ms.Tree(), [], ord("z"))
+    assert drafted(empty) == [] and empty.accepted == 0 and not empty.bonus
+    assert viz.trace_segments([empty]) == [("z", "correction")]
 
 
 def test_draw_tree_labels_every_node_and_the_path():
@@ -143,7 +160,9 @@ def test_draw_tree_labels_every_node_and_the_path():
     ax = viz.draw_tree(tree, path=[0, 1])
     texts = [t.get_text() for t in ax.texts]
     assert sorted(texts) == sorted(["a", "b", "c", "d", "root"])
-    green = [t.get_text() for t in ax.texts if t.get_bbox_patch().get_facecolor()[:3] == matplotlib.colors.to_rgb("#c8e6c9")]
+    light_green = matplotlib.colors.to_rgb("#c8e6c9")
+    green = [t.get_text() for t in ax.texts
+             if t.get_bbox_patch().get_facecolor()[:3] == light_green]
     assert sorted(green) == ["a", "b"]
     ax = viz.draw_tree(tree, label=lambda t: f"<{t}>")
     assert "<97>" in [t.get_text() for t in ax.texts]
@@ -152,4 +171,5 @@ def test_draw_tree_labels_every_node_and_the_path():
 def test_show_prints_the_packages_own_source(capsys):
     viz.show(ms.residual, ms.verify_tree)
     out = capsys.readouterr().out
-    assert "def residual(p, q):" in out and "def verify_tree(" in out and "torch.clamp(p - q, min=0)" in out
+    assert "def residual(p, q):" in out and "def verify_tree(" in out
+    assert "torch.clamp(p - q, min=0)" in out

@@ -38,11 +38,15 @@ class RaggedCache(KVCache):
         self.lengths = n
 
     def write(self, layer, k, v, start=None):
-        """Row b's T new keys/values (B, H, T, hs) go after ITS OWN lengths[b] entries (`start` is
-        not used); returns every row's entries up to the longest row's (B, H, S, hs)."""
+        """Row b's T new keys/values (B, H, T, hs) go after ITS OWN lengths[b] entries (feed);
+        returns every row's entries up to the longest row's (B, H, S, hs). A `start` (GPT.blocks)
+        is one position for every row: refused once the rows differ."""
         T, dev = k.shape[2], k.device
         if len(set(self.lengths)) == 1:  # all rows equally long: one slice
-            return super().write(layer, k, v, self.lengths[0])
+            return super().write(layer, k, v, self.lengths[0] if start is None else start)
+        if start is not None:
+            raise ValueError(f"the cache's rows have different lengths {self.lengths}: feed them "
+                             "with minispec.batch.feed")
         cols = torch.tensor(self.lengths, device=dev)[:, None] + torch.arange(T, device=dev)
         rows = torch.arange(len(self.lengths), device=dev)[:, None]  # (B, 1) with cols (B, T)
         self.k[layer][rows, :, cols] = k.transpose(1, 2)  # row b, entry lengths[b] + t
@@ -84,7 +88,7 @@ def feed(model, cache, seqs):
         mask = causal_mask(L, n, T).to(dev)
     x = model.embed(idx, pos.to(dev))
     for i, block in enumerate(model.h):
-        x = block(x, cache, i, mask)
+        x = block(x, cache, i, mask, None)  # start None: after each row's own entries
     cache.lengths = [a + b for a, b in zip(L, n)]
     h = model.ln_f(x)
     return h, model.lm_head(h)

@@ -89,18 +89,19 @@ class EagleDrafter(Drafter):
         self.f = {}     # node -> its predicted feature f_hat
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         self.f = {}
-        if gamma < 1 or not len(self.pending) and not self.n_ctx:
+        if gamma < 1 or depth == 0 or not len(self.pending) and not self.n_ctx:
             return Tree()  # the last token, or nothing to read yet: no drafts
         if self.branching:
-            tree, calls = grow_tree(self.expand, context, gamma, self.branching, self.width,
+            tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
                                     room=self.cache.size - len(context))
             self.calls += calls
             return tree
         logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
-        for _ in range(gamma):
+        for _ in range(gamma if depth is None else min(gamma, depth)):
             if tokens:  # a chain: each step reads the last predicted feature and the token after it
                 x = torch.tensor([tokens[-1:]], device=logits.device)
                 self.f[-1] = self.head(self.f[-1][None, None], x, self.cache)[0, 0]

@@ -51,9 +51,10 @@ class EarlyExitDrafter(Drafter):
         return self.h[-1]
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
         seq, qs = list(context), []
-        for _ in range(gamma):
+        for _ in range(gamma if depth is None else min(gamma, depth)):
             logits = self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1]))  # (V,)
             self.calls += 1
             token, q = pick(logits, temperature, top_k, top_p, generator)

@@ -28,12 +28,13 @@ class FallbackDrafter(Drafter):
         self.first.reset(target, cache)
         self.then.reset(target, cache)
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator)
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator, depth)
         self.used = self.first if tree.tokens else self.then
         if self.used is self.then:
             gamma = min(gamma, self.then_gamma or gamma)
-            tree = self.then.draft(context, gamma, temperature, top_k, top_p, generator)
+            tree = self.then.draft(context, gamma, temperature, top_k, top_p, generator, depth)
         return tree
 
     def score(self, target, cache, context, tree):

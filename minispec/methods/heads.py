@@ -97,11 +97,12 @@ class HeadDrafter(Drafter):
         self.h = None
 
     @torch.inference_mode()
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        if self.h is None or gamma < 1:
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        if self.h is None or gamma < 1 or depth == 0:
             return Tree()
         accuracy = self.heads.accuracy or [[1.0]] * len(self.heads.res)
-        ranks = self.tree or medusa_tree(accuracy, gamma)
+        ranks = [path[:depth] for path in self.tree or medusa_tree(accuracy, gamma)]
         R = 1 + max(max(r) for r in ranks)  # guesses needed per head
         self.calls += 1
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before

@@ -26,11 +26,12 @@ class Lookahead(Drafter):
         self.guess, self.pool, self.hist = [], {}, []
         self.inputs = None  # this round's window, set by draft (None: another drafter drafted)
 
-    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None):
-        self.W = min(self.window, gamma)
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        self.W = min(self.window, gamma, gamma if depth is None else depth)
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]
         grams = self.pool.get(context[-1], [])[-self.candidates:] if self.candidates else []
-        return Tree.from_paths([self.inputs[1:]] + [list(c) for c in grams], gamma)
+        return Tree.from_paths([self.inputs[1:]] + [list(c)[:depth] for c in grams], gamma)
 
     def accept(self, context, tree, path, hidden, logits):
         if self.inputs is None:  # another drafter (inside a FallbackDrafter) drafted this round
