@@ -7,15 +7,17 @@ Two checks of losslessness run through the suite, and both must also *reject* lo
     target gives (the target alone, enumerated). Lossless means the two are equal (float64).
   * statistical: counts from many seeded runs against that law, with Pearson's chi-square.
 
+The helpers live in minispec.kit.checks (the notebooks use them too).
 Helpers are handed out as fixtures (not imported) so the suite works under any pytest import mode.
 """
-import itertools
-
 import pytest
-import scipy.stats
 import torch
 
 import minispec as ms
+from minispec.kit.checks import chi2_pvalue as _chi2_pvalue
+from minispec.kit.checks import dense as _dense
+from minispec.kit.checks import exact_law as _exact_law
+from minispec.kit.checks import target_law as _target_law
 
 torch.set_num_threads(1)  # the project trains its models on the same 2 cores: be polite
 
@@ -39,116 +41,6 @@ def _random_gpt(vocab_size=256, n_layer=2, n_head=2, n_embd=32, block_size=64, s
             else:
                 p.normal_(0.0, std, generator=g)
     return model.eval()
-
-
-def _chi2_pvalue(counts, expected_probs, min_expected=5.0):
-    """p-value of Pearson's chi-square test that `counts` were drawn from `expected_probs`.
-
-    Cells with probability 0 must never be observed (if one is, the p-value is 0: impossible
-    outcome). Cells expecting fewer than `min_expected` counts are pooled into one cell so that
-    the chi-square approximation holds.
-    """
-    counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
-    probs_ = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
-    assert counts.shape == probs_.shape
-    assert abs(float(probs_.sum()) - 1) < 1e-6, "expected probabilities must sum to 1"
-    if (counts[probs_ <= 1e-12] > 0).any():
-        return 0.0
-    counts, probs_ = counts[probs_ > 1e-12], probs_[probs_ > 1e-12]
-    probs_ = probs_ / probs_.sum()  # float32 inputs are off by ~1e-7; scipy wants equal totals
-    n = counts.sum()
-    small = probs_ * n < min_expected
-    if small.any():
-        counts = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
-        probs_ = torch.cat([probs_[~small], probs_[small].sum(0, keepdim=True)])
-    if len(counts) < 2:
-        return 1.0
-    return float(scipy.stats.chisquare(counts.numpy(), (probs_ * n).numpy()).pvalue)
-
-
-class _Coin:
-    """What torch.rand(()) returns inside exact_law: `coin < a` is a branch point, True with
-    probability a."""
-
-    def __init__(self, choose):
-        self.choose = choose
-
-    def __lt__(self, a):
-        a = min(1.0, max(0.0, float(a)))
-        return self.choose([1.0 - a, a]) == 1
-
-
-def _exact_law(fn):
-    """The exact law of fn()'s (hashable) result: {result: probability} in float64.
-
-    fn is the package's own code, run once per outcome of its random draws: every draw of
-    torch.multinomial(p, n, replacement) and every comparison `torch.rand(()) < a` is a branch
-    point, explored depth first with its probability (p / p.sum(), or a and 1 - a). Draws without
-    replacement zero each drawn id's weight for the next draw (and, as torch does, raise if fewer
-    than n ids have weight). Any other use of the generator fails loudly (the patched functions
-    return no tensor to draw from).
-    """
-    law, todo = {}, [[]]
-    real = torch.rand, torch.multinomial
-    while todo:
-        forced, taken, weight = todo.pop(), [], [1.0]
-
-        def choose(w):
-            w = [float(x) for x in w]
-            if len(taken) < len(forced):
-                c = forced[len(taken)]
-            else:
-                options = [i for i, x in enumerate(w) if x > 0]
-                todo.extend(taken + [i] for i in options[1:])
-                c = options[0]
-            taken.append(c)
-            weight[0] *= w[c] / sum(w)
-            return c
-
-        def rand(*size, generator=None, **kw):
-            if size not in ((), ((),)):
-                raise NotImplementedError(f"exact_law: torch.rand{size}")
-            return _Coin(choose)
-
-        def multinomial(p, n, replacement=False, generator=None):
-            if p.dim() != 1:
-                raise NotImplementedError("exact_law: 1-d p only")
-            w, out = p.tolist(), []
-            if not replacement and n > sum(x > 0 for x in w):
-                raise RuntimeError("exact_law: fewer ids with weight than draws (no replacement)")
-            for _ in range(n):
-                out.append(choose(w))
-                if not replacement:
-                    w = [0.0 if i == out[-1] else x for i, x in enumerate(w)]
-            return torch.tensor(out, dtype=torch.long)
-
-        torch.rand, torch.multinomial = rand, multinomial
-        try:
-            out = fn()
-        finally:
-            torch.rand, torch.multinomial = real
-        law[out] = law.get(out, 0.0) + weight[0]
-    return law
-
-
-def _dense(law, V, m):
-    """{tuple of m tokens: probability} -> a (V,) * m float64 tensor."""
-    out = torch.zeros((V,) * m, dtype=torch.float64)
-    for seq, prob in law.items():
-        out[tuple(seq)] += prob
-    return out
-
-
-@torch.no_grad()
-def _target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
-    """P(x_1..x_m | prompt) of plain sampling from `model`, every sequence enumerated: (V,) * m,
-    float64.
-    Each factor is ms.probs of the target's own logits (float64), as generate samples from."""
-    V = model.config.vocab_size
-    seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # (V^m, m)
-    x = torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs], 1)
-    p = ms.probs(model(x)[:, len(prompt) - 1:-1].double(), temperature, top_k, top_p)  # (V^m, m, V)
-    return p.gather(-1, seqs[..., None])[..., 0].prod(-1).view((V,) * m)
 
 
 @pytest.fixture(scope="session")

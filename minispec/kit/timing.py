@@ -1,9 +1,104 @@
-"""Timing on this machine: what one cached forward pass costs (c and v are ratios of these).
+"""Timing on this machine, one way everywhere (notebooks, demo, benchmarks).
+
+A speedup is a ratio of two decodes of the same work in the same process: the autoregressive
+baseline and the method. Other work on a shared machine only ever adds time, so each side is timed
+as the best of a few runs, and the runs alternate (base, method, base, method, ...) so that a slow
+spell hits both (`paired`). Even so two timings of the *same* work differ: `noise_band` measures by
+how much, now, by timing one decode against itself, and `verdict` calls a ratio faster or slower
+only outside that band. Per-prompt ratios are often bimodal (a prompt that repeats itself is another
+regime), so `compare` reports the median and the spread, never the median alone.
 """
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
+
+
+def timed(fn):
+    """fn() -> (its result, wall seconds)."""
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def paired(base, method, repeats=3):
+    """Run base() and method() alternately `repeats` times -> (base's result, method's result,
+    base's best time, method's best time); their ratio is the speedup. Both must be deterministic
+    (fixed seeds)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    t_base, t_method = [], []
+    for _ in range(repeats):
+        b, t = timed(base)
+        t_base.append(t)
+        m, t = timed(method)
+        t_method.append(t)
+    return b, m, min(t_base), min(t_method)
+
+
+def spread(ratios):
+    """Per-prompt ratios -> "median (min-max)", e.g. "1.41x (1.15-1.85)"."""
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def noise_band(fn, repeats=3, pairs=3):
+    """Time fn against itself with `paired`, `pairs` times -> the largest |ratio - 1| seen: how far
+    two timings of the same work land apart on this machine now. A speedup inside 1 +- band is no
+    evidence either way."""
+    ratios = []
+    for _ in range(pairs):
+        _, _, t_a, t_b = paired(fn, fn, repeats)
+        ratios.append(t_a / t_b)
+    return max(abs(r - 1) for r in ratios)
+
+
+def verdict(ratio, band):
+    """A speedup read against the noise band: "faster", "slower" or "the same (within noise)"."""
+    if ratio > 1 + band:
+        return "faster"
+    if ratio < 1 - band:
+        return "slower"
+    return "the same (within noise)"
+
+
+@dataclass
+class Comparison:
+    """What `compare` measured: per-item speedups (base time / method time), the base's and the
+    method's results, and the noise band it was judged against."""
+    ratios: list
+    base: list
+    method: list
+    band: float
+
+    @property
+    def median(self):
+        return statistics.median(self.ratios)
+
+    @property
+    def verdict(self):
+        return verdict(self.median, self.band)
+
+    def __str__(self):
+        return f"{spread(self.ratios)}: {self.verdict} (noise band +-{self.band:.0%})"
+
+
+def compare(base, method, items, repeats=3, band=None):
+    """Time base(item) against method(item) for each item with `paired` -> a Comparison (print it
+    for "median (min-max): verdict (noise band)"). band: a noise band measured earlier in the same
+    run; by default it is measured here, on base(items[0])."""
+    items = list(items)
+    if not items:
+        raise ValueError("compare needs at least one item to time")
+    if band is None:
+        band = noise_band(lambda: base(items[0]), repeats)
+    ratios, bases, methods = [], [], []
+    for item in items:
+        b, m, t_base, t_method = paired(lambda: base(item), lambda: method(item), repeats)
+        ratios.append(t_base / t_method)
+        bases.append(b)
+        methods.append(m)
+    return Comparison(ratios, bases, methods, band)
 
 
 @torch.inference_mode()

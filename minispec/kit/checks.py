@@ -1,0 +1,144 @@
+"""The checks the course runs on its own code, said once (notebooks and tests both use them):
+
+  * `exact_law(fn)`: the exact law of what fn() returns, by running the package's own code once per
+    outcome of its random draws; `target_law`: the law of plain sampling from a model, enumerated.
+    Lossless means the two are equal (float64).
+  * `chi2_pvalue(counts, probs)`: Pearson's chi-square test of counts against a law.
+  * `repeated_share(prompt, tokens)`: how much of a continuation repeats text seen before it (greedy
+    text from these tiny models loops, and a loop is easy to draft).
+"""
+import itertools
+
+import torch
+
+from ..sampling import probs
+
+
+def chi2_pvalue(counts, expected_probs, min_expected=5.0):
+    """p-value of Pearson's chi-square test that `counts` were drawn from `expected_probs`.
+
+    A cell with probability 0 must never be observed (if one is, the p-value is 0). Cells expecting
+    fewer than `min_expected` counts are pooled into one, so that the chi-square approximation
+    holds. The p-value is P(X^2 with df degrees >= stat) = Q(df / 2, stat / 2), the regularized
+    upper incomplete gamma function.
+    """
+    counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
+    p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
+    if counts.shape != p.shape:
+        raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(p.shape)} differ")
+    if abs(float(p.sum()) - 1) > 1e-6:
+        raise ValueError(f"expected probabilities must sum to 1, got {float(p.sum()):.6f}")
+    if (counts[p <= 1e-12] > 0).any():
+        return 0.0
+    counts, p = counts[p > 1e-12], p[p > 1e-12]
+    n = counts.sum()
+    expected = p / p.sum() * n
+    small = expected < min_expected
+    if small.any():
+        counts = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
+        expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
+    if len(counts) < 2:
+        return 1.0
+    stat = ((counts - expected) ** 2 / expected).sum()
+    df = torch.tensor(len(counts) - 1, dtype=torch.float64)
+    return float(torch.special.gammaincc(df / 2, stat / 2))
+
+
+class _Coin:
+    """What torch.rand(()) returns inside exact_law: `coin < a` is a branch point, True with
+    probability a."""
+
+    def __init__(self, choose):
+        self.choose = choose
+
+    def __lt__(self, a):
+        a = min(1.0, max(0.0, float(a)))
+        return self.choose([1.0 - a, a]) == 1
+
+
+def exact_law(fn):
+    """The exact law of fn()'s (hashable) result: {result: probability} in float64.
+
+    fn is the package's own code, run once per outcome of its random draws: every draw of
+    torch.multinomial(p, n, replacement) and every comparison `torch.rand(()) < a` is a branch
+    point, explored depth first with its probability (p / p.sum(), or a and 1 - a). Draws without
+    replacement zero each drawn id's weight for the next draw (and, as torch does, raise if fewer
+    than n ids have weight). Any other use of the generator fails loudly (the patched functions
+    return no tensor to draw from). Keep the vocabulary and the length tiny: the work grows as
+    the number of outcomes.
+    """
+    law, todo = {}, [[]]
+    real = torch.rand, torch.multinomial
+    while todo:
+        forced, taken, weight = todo.pop(), [], [1.0]
+
+        def choose(w):
+            w = [float(x) for x in w]
+            if len(taken) < len(forced):
+                c = forced[len(taken)]
+            else:
+                options = [i for i, x in enumerate(w) if x > 0]
+                todo.extend(taken + [i] for i in options[1:])
+                c = options[0]
+            taken.append(c)
+            weight[0] *= w[c] / sum(w)
+            return c
+
+        def rand(*size, generator=None, **kw):
+            if size not in ((), ((),)):
+                raise NotImplementedError(f"exact_law: torch.rand{size}")
+            return _Coin(choose)
+
+        def multinomial(p, n, replacement=False, generator=None):
+            if p.dim() != 1:
+                raise NotImplementedError("exact_law: 1-d p only")
+            w, out = p.tolist(), []
+            if not replacement and n > sum(x > 0 for x in w):
+                raise RuntimeError("exact_law: fewer ids with weight than draws (no replacement)")
+            for _ in range(n):
+                out.append(choose(w))
+                if not replacement:
+                    w = [0.0 if i == out[-1] else x for i, x in enumerate(w)]
+            return torch.tensor(out, dtype=torch.long)
+
+        torch.rand, torch.multinomial = rand, multinomial
+        try:
+            out = fn()
+        finally:
+            torch.rand, torch.multinomial = real
+        law[out] = law.get(out, 0.0) + weight[0]
+    return law
+
+
+def dense(law, V, m):
+    """{tuple of m tokens: probability} -> a (V,) * m float64 tensor."""
+    out = torch.zeros((V,) * m, dtype=torch.float64)
+    for seq, prob in law.items():
+        out[tuple(seq)] += prob
+    return out
+
+
+@torch.no_grad()
+def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
+    """P(x_1..x_m | prompt) of plain sampling from `model`, every sequence enumerated: a (V,) * m
+    float64 tensor. Each factor is `probs` of the model's own logits (float64), as `generate`
+    samples from."""
+    V = model.config.vocab_size
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # (V^m, m)
+    x = torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs], 1)
+    p = probs(model(x)[:, len(prompt) - 1:-1].double(), temperature, top_k, top_p)  # (V^m, m, V)
+    return p.gather(-1, seqs[..., None])[..., 0].prod(-1).view((V,) * m)
+
+
+def repeated_share(prompt, tokens, n=4):
+    """The share of the new tokens that complete an n-gram seen before (in the prompt or earlier in
+    the output): 0 for fresh text, near 1 for a loop."""
+    if not tokens:
+        raise ValueError("repeated_share needs at least one new token")
+    seq, hits = list(prompt) + list(tokens), 0
+    seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
+    for t in range(len(prompt), len(seq)):
+        gram = tuple(seq[t - n + 1:t + 1])
+        hits += len(gram) == n and gram in seen
+        seen.add(gram)
+    return hits / len(tokens)
