@@ -55,16 +55,19 @@ class ModelDrafter(Drafter):
     tokens; threshold: end the chain after the first token whose max softmax is below it
     (transformers' assistant_confidence_threshold, without its auto-tuning; the length then
     depends only on the drafts, so sampling stays lossless). branching / width /
-    score_temperature: a static or dynamic tree of gamma nodes instead (tree.grow_tree).
+    score_temperature / replacement: a static or dynamic tree of gamma nodes instead, its siblings
+    iid draws or (replacement=False) distinct ones (tree.grow_tree).
     Example: speculative_generate(target, ModelDrafter(draft, threshold=0.5), ids, gamma=8)
     """
 
-    def __init__(self, model, threshold=None, branching=None, width=None, score_temperature=1.0):
+    def __init__(self, model, threshold=None, branching=None, width=None, score_temperature=1.0,
+                 replacement=True):
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         if threshold is not None and branching is not None:
             raise ValueError("threshold stops a chain; a tree (branching) does not take it")
-        check_tree_options(branching, width, score_temperature)
+        check_tree_options(branching, width, score_temperature, replacement)
+        self.replacement = replacement
         self.model = model
         self.vocab_size = model.config.vocab_size
         self.threshold = threshold
@@ -85,7 +88,7 @@ class ModelDrafter(Drafter):
         if self.branching is not None:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
-                                    room=self.cache.size - len(context))
+                                    self.cache.size - len(context), self.replacement)
             self.calls += calls
             return tree
         tokens, qs = [], []

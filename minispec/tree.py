@@ -24,6 +24,7 @@ class Tree:
     cands: dict = field(default_factory=dict)    # node (-1: root) -> its children's draws, repeats
     q: dict = field(default_factory=dict)        # node -> the q (V,) they came from; None: guesses
     kids: dict = field(default_factory=dict)     # node -> {token: child index}
+    replacement: bool = True  # False: each node's children were drawn without replacement
 
     def children(self, node):
         """{token: child index} of a node (-1 for the root)."""
@@ -74,7 +75,7 @@ class Tree:
 
     def select(self, keep):
         """The subtree made of the nodes in `keep` (closed under parents), renumbered."""
-        new, tree = {-1: -1}, Tree()
+        new, tree = {-1: -1}, Tree(replacement=self.replacement)
         for i in sorted(keep):
             new[i] = tree.add(new[self.parents[i]], self.tokens[i], self.scores[i])
         tree.cands = {new[n]: v for n, v in self.cands.items() if n in new}
@@ -112,8 +113,10 @@ def score_tree(model, cache, context, tree, nodes=None):
     return h, model.lm_head(h)
 
 
-def check_tree_options(branching, width, score_temperature):
+def check_tree_options(branching, width, score_temperature, replacement=True):
     """A drafter's tree options (branching None: a chain) -> a ValueError naming a bad one."""
+    if not replacement and branching is None:
+        raise ValueError("replacement=False draws a tree's siblings: it needs branching")
     if branching is not None and (not branching or any(int(k) != k or k < 1 for k in branching)):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
     if width is not None and (branching is None or width < 1):
@@ -125,7 +128,8 @@ def check_tree_options(branching, width, score_temperature):
 
 @torch.inference_mode()
 def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temperature=0.0,
-              top_k=None, top_p=None, generator=None, score_temperature=1.0, room=None):
+              top_k=None, top_p=None, generator=None, score_temperature=1.0, room=None,
+              replacement=True):
     """Draft a tree of at most gamma nodes, one draft call per depth -> (tree, draft calls).
 
     expand(context, fed, nodes) returns the draft's logits after nodes a..b-1 of `fed`, the tree of
@@ -135,12 +139,14 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
     iid draws from q otherwise. width: expand only the `width` nodes of each depth with the
     highest path probability (dynamic, EAGLE-2); None expands them all (static). At temperature
     0 the gamma most probable nodes are kept; sampled children cannot be pruned, so sampling stops
-    at gamma nodes. A node's path probability is the product of softmax(draft logits /
-    score_temperature) along its path: below 1 it sharpens an underconfident draft (temperature
-    scaling, Guo et al. 2017).
+    at gamma nodes. replacement=False: a node's children are drawn without replacement (distinct;
+    verify.multi_draft_accept then uses RSD's rule). A node's path probability is the product of
+    softmax(draft logits / score_temperature) along its path: below 1 it sharpens an
+    underconfident draft (temperature scaling, Guo et al. 2017).
     Example: grow_tree(ModelDrafter(load_model("draft")).expand, encode("def "), 6, (2, 2))
     """
-    tree, fed, at, level, calls = Tree(), Tree(), {-1: -1}, [-1], 0  # fed: what the draft holds
+    tree, fed = Tree(replacement=replacement), Tree()  # fed: what the draft holds
+    at, level, calls = {-1: -1}, [-1], 0
     for d, k in enumerate(branching):
         if len(tree.tokens) >= gamma and (temperature > 0 or d == 0):
             break  # sampled: full (no draw can be pruned); gamma 0: nothing to draft
@@ -162,8 +168,9 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
             q = probs(lg, temperature, top_k, top_p).cpu()
             if temperature == 0:
                 draws = c.topk(k).indices.tolist()
-            else:
-                draws = torch.multinomial(q, k, replacement=True, generator=generator).tolist()
+            else:  # without replacement: at most the tokens q can still give
+                k = k if replacement else min(k, int((q > 0).sum()))
+                draws = torch.multinomial(q, k, replacement, generator=generator).tolist()
             tree.cands[node] = draws
             tree.q[node] = q
             nxt += [tree.add(node, t, tree.score(node) * float(c[t])) for t in draws]

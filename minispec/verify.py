@@ -70,12 +70,14 @@ def speculative_accept(draft_tokens, q, p, generator=None):
     return len(draft_tokens), sample(p[-1], generator)
 
 
-def multi_draft_accept(candidates, q, p, generator=None):
-    """k candidates drawn iid from q (V,) at one node; target p (V,) -> the emitted token (~ p).
+def multi_draft_accept(candidates, q, p, generator=None, replacement=True):
+    """k candidates drawn from q (V,) at one node; target p (V,) -> the emitted token (~ p).
 
-    SpecInfer (Miao et al. 2024): try each candidate with min(1, p/q); after a rejection p becomes
-    norm(max(0, p - q)), the distribution of what the target still owes; if every candidate
-    fails, sample from that.
+    SpecInfer (Miao et al. 2024), iid candidates: try each with min(1, p/q); after a rejection p
+    becomes norm(max(0, p - q)), the distribution of what the target still owes; if every
+    candidate fails, sample from that. Drawn without replacement (replacement=False), candidate
+    i + 1 came from q without the first i, renormalized: q becomes that too, so each try is the
+    one-draft rule for the pair it really is (recursive rejection sampling, RSD, Jeon et al. 2024).
     """
     if q.dim() != 1 or p.shape != q.shape:
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
@@ -86,6 +88,8 @@ def multi_draft_accept(candidates, q, p, generator=None):
         if torch.rand((), generator=generator) < accept_prob(p[x], q[x]):
             return x
         p = residual(p, q)
+        if not replacement:  # the next candidate was drawn from q without x
+            q = q.index_fill(0, torch.tensor([x]), 0.0) / (1 - q[x])  # renormalized
     return sample(p, generator)
 
 
@@ -110,7 +114,8 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
         if temperature == 0:
             tok = int(pn.argmax())
         elif kids and (q is not None or rule is not multi_draft_accept):
-            tok = rule(tree.cands.get(node, list(kids)), q, pn, generator)
+            kw = {} if tree.replacement else {"replacement": False}  # how the kids were drawn
+            tok = rule(tree.cands.get(node, list(kids)), q, pn, generator, **kw)
         else:  # a leaf (the bonus token), or deterministic guesses
             tok = sample(pn, generator)
         if tok not in kids:

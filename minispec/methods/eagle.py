@@ -64,12 +64,14 @@ class EagleDrafter(Drafter):
     """EAGLE's head drafting a chain of gamma tokens (the default: on the benchmark prompts it
     keeps within 5% of the trees' tokens per call at temperature 0, more at 1, and runs faster:
     figures/eagle.md), or with branching an EAGLE-2 dynamic tree of gamma nodes (e.g. SGLang's
-    defaults: branching=(4,) * 5, width=4). The first round has no features yet: no drafts.
+    defaults: branching=(4,) * 5, width=4), its siblings iid or (replacement=False) distinct
+    draws. The first round has no features yet: no drafts.
     Example: speculative_generate(target, EagleDrafter(load_eagle(target)), ids, gamma=6)
     """
 
-    def __init__(self, head, branching=None, width=None, score_temperature=1.0):
-        check_tree_options(branching, width, score_temperature)
+    def __init__(self, head, branching=None, width=None, score_temperature=1.0, replacement=True):
+        check_tree_options(branching, width, score_temperature, replacement)
+        self.replacement = replacement
         self.head = head
         self.model = head.target[0]
         self.branching = branching
@@ -97,7 +99,7 @@ class EagleDrafter(Drafter):
         if self.branching:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
-                                    room=self.cache.size - len(context))
+                                    self.cache.size - len(context), self.replacement)
             self.calls += calls
             return tree
         logits, tokens, qs = self.expand(context, None, None)[0], [], []  # (V,) after the root
