@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from minispec.kit.data import HELD_OUT, bits_per_byte
+from minispec.kit.data import HELD_OUT, alignment, bits_per_byte
 from minispec.model import GPT, GPTConfig, WEIGHTS_DIR, load_model
 from training import early_exit_loss, exit_logits, get_batch, save_model  # scripts/training.py
 
@@ -102,14 +102,10 @@ def train(name, n_layer, n_head, n_embd, steps, batch_size, lr, early_exit, bloc
     return model, bpb
 
 
-@torch.no_grad()
 def agreement(teacher, student, data, block_size=128, windows=32):
-    """Held-out (top-1 agreement, 1 - TV): greedy and sampled acceptance proxies of student vs
-    teacher."""
-    x = torch.stack([data[w * block_size:(w + 1) * block_size] for w in range(windows)])  # (B, T)
-    p, q = F.softmax(teacher(x), -1), F.softmax(student(x), -1)  # (B, T, V)
-    top1 = (p.argmax(-1) == q.argmax(-1)).float().mean().item()
-    return top1, 1 - 0.5 * (p - q).abs().sum(-1).mean().item()
+    """Held-out (top-1 agreement, 1 - TV) on the first windows of data, as the model card's
+    figures were measured (minispec.kit.data.alignment with spread=False)."""
+    return alignment(teacher, student, data, block_size, windows, spread=False)
 
 
 def distill(teacher="target", student="draft", steps=300, batch_size=16, block_size=128, lr=1e-3,
