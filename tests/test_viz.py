@@ -126,14 +126,31 @@ def test_plot_acceptance_and_trace_draw_every_round(sampled):
 
 
 def test_explorers_build(byte_pair):
+    """Each control is labelled in full, and a control change draws no pyplot figure: a widget's
+    callback may run on another thread than the inline backend, which redraws every open pyplot
+    figure (two threads drawing one figure tear it; tests/test_browser.py checks in a browser)."""
     target, draft = byte_pair
-    w = viz.trace_explorer(target, draft, ["def f(x):", "import os"], max_new_tokens=10)
+    plt.close("all")
+    w = viz.trace_explorer(target, draft, ["def f(x):", "import os"], max_new_tokens=10,
+                           temperature=1.0)
     assert [c.description for c in w.children[:-1]] == ["gamma", "temperature", "prompt", "seed"]
+    assert all(c.style.description_width == "initial" for c in w.children[:-1])
+    assert w.children[1].value == 1.0  # the opening view
     w.children[0].value = 2  # moving a slider reruns without error
+    w.children[2].value = "import os"
     w = viz.pq_explorer(target, draft, "def f(x):")
     assert w.children[0].description == "temperature"
     w.children[0].value = 0.0  # greedy: one-hot p and q
+    assert plt.get_fignums() == []
+
+
+def test_image_is_a_png_drawn_off_pyplot(sampled):
     plt.close("all")
+    img = viz.image(viz.plot_acceptance, sampled.steps)
+    assert img.data[:8] == b"\x89PNG\r\n\x1a\n" and plt.get_fignums() == []
+    ax = viz.plot_acceptance(sampled.steps).axes[0]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)  # target calls: 1, 2, 3, no 2.5
 
 
 def test_trace_of_a_tree_step():

@@ -72,6 +72,22 @@ def _axes(ax, ncols=1, size=(7, 3)):
     return plt.subplots(1, ncols, figsize=size, layout="constrained")
 
 
+def image(plot, *args, ncols=1, size=(7, 3), **kw):
+    """plot(*args, ax=..., **kw) drawn on a figure pyplot never sees -> an IPython PNG Image, for
+    a widget's callback: it may run on a kernel subshell thread (JupyterLab 4.6 handles widget
+    messages there) while the inline backend redraws every open pyplot figure, and two threads
+    drawing one figure tear it. Example: display(image(plot_acceptance, res.steps))"""
+    import io
+
+    from IPython.display import Image
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=size, layout="constrained")
+    plot(*args, ax=fig.subplots(1, ncols), **kw)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return Image(buf.getvalue(), format="png")
+
+
 def plot_trace(steps, show_rejected=True, width=80, ax=None):
     """The colored trace as a static matplotlib figure (monospace; rejected newlines as ⏎)."""
     cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
@@ -98,6 +114,7 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None):
 
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
+    from matplotlib.ticker import MaxNLocator
     fig, ax = _axes(ax)
     kept, bonus = np.array([s.accepted for s in steps]), np.array([s.bonus for s in steps])
     rej, x = np.array([len(drafted(s)) for s in steps]) - kept, np.arange(1, len(steps) + 1)
@@ -106,6 +123,7 @@ def plot_acceptance(steps, ax=None):
            label="target's token (blue: correction, purple: bonus)")
     ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
     total = kept.sum() + len(steps)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls 1, 2, 3: no 2.5
     ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3),
            title=f"{total} tokens in {len(steps)} target calls "
                  f"({total / max(1, len(steps)):.2f} per call)")
@@ -157,37 +175,43 @@ def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
     return fig
 
 
-def trace_explorer(target, draft, prompts, max_new_tokens=60):
+def controls(**widgets):
+    """name -> control, each labelled with its name in full ("temperature", not "temperat...").
+    Example: interactive(fn, **controls(k=IntSlider(2, 1, 5)))"""
+    for name, widget in widgets.items():
+        widget.description, widget.style.description_width = name, "initial"
+    return widgets
+
+
+def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperature=0.0, seed=0):
     """ipywidgets: gamma/temperature/prompt/seed -> rerun and redraw trace + acceptance per step.
 
-    prompts: a list of texts or a dict label -> text.
+    prompts: a list of texts or a dict label -> text; gamma, temperature, seed: the opening view.
     Example: trace_explorer(target, draft, ["def "])
     """
     import ipywidgets as w
-    import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
     def show(gamma, temperature, prompt, seed):
         res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
                                    temperature, seed=seed, crop_prompt=True)
-        display(HTML(html_trace(res.steps)), plot_acceptance(res.steps))
-        plt.close("all")
-    return w.interactive(show, gamma=w.IntSlider(4, 1, 10),
-                         temperature=w.FloatSlider(0.0, min=0, max=2, step=0.1),
-                         prompt=w.Dropdown(options=prompts), seed=w.IntText(0))
+        display(HTML(html_trace(res.steps)), image(plot_acceptance, res.steps))
+    temperature = w.FloatSlider(temperature, min=0, max=2, step=0.1)
+    return w.interactive(show, **controls(gamma=w.IntSlider(gamma, 1, 10), temperature=temperature,
+                                          prompt=w.Dropdown(options=prompts), seed=w.IntText(seed)))
 
 
-def pq_explorer(target, draft, prompt, top=12):
+def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
     """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (both)."""
     import ipywidgets as w
-    import matplotlib.pyplot as plt
     from IPython.display import display
     lp, lq = (m(torch.tensor([encode(prompt)]))[0, -1].detach() for m in (target, draft))  # (V,)
 
     def show(temperature):
-        display(plot_pq(probs(lp, temperature), probs(lq, temperature), top=top))
-        plt.close("all")
-    return w.interactive(show, temperature=w.FloatSlider(1.0, min=0, max=2, step=0.05))
+        display(image(plot_pq, probs(lp, temperature), probs(lq, temperature), top=top,
+                      ncols=2, size=(9, 3)))
+    return w.interactive(show, **controls(
+        temperature=w.FloatSlider(temperature, min=0, max=2, step=0.05)))
 
 
 def show(*objs):
