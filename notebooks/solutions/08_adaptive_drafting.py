@@ -1,0 +1,30 @@
+"""Notebook 08, exercise "your own policy": a reference solution and a classic wrong answer."""
+import minispec as ms
+
+
+class solution(ms.Fixed):
+    """Doubling: x2 after a round whose drafts were all kept, else //2 (at least 1); at most 16."""
+
+    def update(self, step):
+        if step.tree.tokens:  # a round that drafted nothing (the last token of a call) says nothing
+            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, self.gamma // 2)
+
+
+class wrong(ms.Fixed):
+    """The classic mistake: "all kept" read as "kept gamma", wrong when the loop drafted fewer than gamma
+    (near the end of a call)."""
+
+    def update(self, step):
+        if step.tree.tokens:
+            self.gamma = min(16, 2 * self.gamma) if step.accepted == self.gamma else max(1, self.gamma // 2)
+
+
+class ceil_halving(ms.Fixed):
+    """Wrong: halving rounds up, (gamma + 1) // 2, where the rule rounds down."""
+
+    def update(self, step):
+        if step.tree.tokens:
+            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, (self.gamma + 1) // 2)
+
+
+more_wrong = [ceil_halving]  # found by a review: the check must reject these too (tests/test_exercises.py)

@@ -1,0 +1,46 @@
+"""Notebook 09, exercise "the test that catches batching bugs": a reference solution and wrong
+answers (each a weak test that a batching bug slips through)."""
+
+
+def first_wrong(tokens, reference):
+    """The index of the first new token where two continuations differ; None if they are equal."""
+    for i, (a, b) in enumerate(zip(tokens, reference)):
+        if a != b:
+            return i
+    return None if len(tokens) == len(reference) else min(len(tokens), len(reference))
+
+
+def solution(decode_batch, prompts, n):
+    """Every row against the same prompt decoded on its own (a batch of one)."""
+    outs = decode_batch(prompts, n)
+    return [first_wrong(o.tokens, decode_batch([p], n)[0].tokens) for o, p in zip(outs, prompts)]
+
+
+def wrong(decode_batch, prompts, n):
+    """Wrong: the batch against the batch decoded again. That tests determinism, not correctness: a
+    bug that breaks rows breaks them the same way twice."""
+    outs, again = decode_batch(prompts, n), decode_batch(prompts, n)
+    return [first_wrong(o.tokens, a.tokens) for o, a in zip(outs, again)]
+
+
+def only_longest(decode_batch, prompts, n):
+    """Wrong: only the longest prompt's row is compared (the row both classic bugs leave right)."""
+    outs = decode_batch(prompts, n)
+    longest = max(range(len(prompts)), key=lambda b: len(prompts[b]))
+    result = [None] * len(prompts)
+    result[longest] = first_wrong(outs[longest].tokens, decode_batch([prompts[longest]], n)[0].tokens)
+    return result
+
+
+def zipped(decode_batch, prompts, n):
+    """Wrong: compares position by position with zip, which stops at the shorter continuation, so a
+    row that lost its last tokens looks right."""
+    outs = decode_batch(prompts, n)
+    result = []
+    for o, p in zip(outs, prompts):
+        diffs = [i for i, (a, b) in enumerate(zip(o.tokens, decode_batch([p], n)[0].tokens)) if a != b]
+        result.append(diffs[0] if diffs else None)
+    return result
+
+
+more_wrong = [only_longest, zipped]  # the check must reject these too (tests/test_exercises.py)
