@@ -1,16 +1,17 @@
 """The package's explorers work where students use them: in JupyterLab, in a real browser.
 
-A notebook written here calls each kit.viz explorer as the notebooks do (trace_explorer as in 01,
-04 and 08, pq_explorer as in 02). JupyterLab, bound to 127.0.0.1 with a token, runs it in
-Chromium (Debian's, driven by playwright); each explorer then gets two control changes (a slider
-and a dropdown; pq_explorer's one slider twice), and after each its plot must have changed and be
-neither blank nor torn. In a unit test the callback runs on the only thread; in JupyterLab 4.6 it
-runs on a kernel subshell thread while the inline backend redraws every open pyplot figure, and an
-explorer drawing with pyplot came out blank or torn after its first change. About 30-50 s.
+A notebook written here calls each kit.viz explorer as the notebooks do (trace_explorer as in 01
+and 04, pq_explorer as in 02, and one opening on a sampled view). JupyterLab, bound to 127.0.0.1
+with a token, runs it in Chromium (Debian's, driven by playwright); each explorer then gets two
+control changes (a slider and a dropdown; pq_explorer's one slider twice), and after each its plot
+must have changed and be neither blank nor torn. In a unit test the callback runs on the only
+thread; in JupyterLab 4.6 it runs on a kernel subshell thread while the inline backend redraws
+every open pyplot figure, and an explorer drawing with pyplot came out blank or torn after its
+first change (6 of 6 changes, tried). About 30 s. A generated notebook, not the course's: the
+notebooks take 30-60 s each to run (python tests/browser_check.py notebooks/*.ipynb checks them).
 
 Skipped where there is no browser (apt-get install chromium && pip install playwright); .ci/run
 installs one and sets MINISPEC_REQUIRE_BROWSER=1, which turns the skip into a failure.
-Whole notebooks: python tests/browser_check.py notebooks/01_greedy_verification.ipynb ...
 """
 import importlib.util
 import os
