@@ -1,9 +1,11 @@
-"""Notebook 03, exercise "when alpha changes along the round": a reference solution and a classic wrong answer."""
+"""Notebook 03, exercise "when alpha changes along the round": a reference solution and two wrong
+answers."""
 
 
 def solution(alphas):
-    """E[tokens per target call] when draft i is kept with probability alphas[i] given that drafts 0..i-1 were:
-    the target's own token, plus draft k for every k whose whole prefix was kept: 1 + a1 + a1 a2 + ... + a1...ag."""
+    """E[tokens per target call] when draft i is kept with probability alphas[i] given that drafts
+    0..i-1 were: the target's own token, plus draft k for every k whose whole prefix was kept:
+    1 + a1 + a1 a2 + ... + a1...ag."""
     total, reach = 1.0, 1.0
     for a in alphas:
         reach *= a          # P(drafts 1..k all kept)
@@ -21,11 +23,13 @@ def wrong(alphas):
 
 
 def reversed_order(alphas):
-    """Wrong: Horner's rule run forwards, 1 + a_g (1 + a_(g-1) (...)): the products of the LAST alphas."""
+    """Wrong: Horner's rule run forwards, 1 + a_g (1 + a_(g-1) (...)): the products of the LAST
+    alphas."""
     total = 1.0
     for a in alphas:
         total = 1 + a * total
     return total
 
 
-more_wrong = [reversed_order]  # found by a review: the check must reject these too (tests/test_exercises.py)
+# found by a review: the check must reject these too (tests/test_exercises.py)
+more_wrong = [reversed_order]
