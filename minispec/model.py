@@ -197,13 +197,13 @@ class GPT(nn.Module):
 
 
 def load_model(name):
-    """A shipped model ("target", "draft", "draft_distilled") or a path to a saved .pt file
+    """A shipped model ("target", "draft", "draft_distilled", "draft_onpolicy") or a .pt file path
     -> a GPT in eval mode, fp32, on the CPU (weights are stored in fp16)."""
     path = WEIGHTS_DIR / f"{name}.pt"
     path = path if path.exists() else Path(name)
     if not (path.suffix == ".pt" and path.exists()):
         raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
-                         "'target'], or give a path to a .pt file")
+                         "'draft_onpolicy', 'target'], or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}

@@ -27,26 +27,7 @@ import torch.nn.functional as F
 
 from minispec.model import WEIGHTS_DIR, load_model
 from train import agreement, corpus_files, load_bytes  # scripts/train.py
-from training import get_batch, save_model  # scripts/training.py
-
-
-@torch.no_grad()
-def draft_rollouts(model, prefixes, n_new, generator, temperature=1.0):
-    """Continue each prefix (B, P) by n_new bytes the draft samples itself -> (B, P + n_new)."""
-    cache = model.new_cache(prefixes.shape[0])
-    logits, out = model(prefixes, cache)[:, -1], [prefixes]
-    for _ in range(n_new):
-        token = torch.multinomial(F.softmax(logits / temperature, -1), 1, generator=generator)
-        out.append(token)
-        logits = model(token, cache)[:, -1]
-    return torch.cat(out, 1)
-
-
-def divergence(log_p, log_q, kind):
-    """Mean over positions of KL(p || q) (kind "kl") or TV(p, q) (kind "tv"); inputs (..., V)."""
-    if kind == "kl":
-        return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
-    return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()
+from training import divergence, draft_rollouts, get_batch, save_model  # scripts/training.py
 
 
 def distill(kind="tv", steps=1500, batch_size=16, on_policy=0.5, block_size=128, prefix=32,

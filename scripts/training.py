@@ -1,6 +1,7 @@
 """What training needs and decoding does not (kept out of the package): saving weights, random
-windows of the corpus, the target's features, every exit's logits, and the losses of the early-exit
-target and of the Medusa / Hydra heads. Used by train.py, train_heads.py and train_eagle.py.
+windows of the corpus, the target's features, every exit's logits, the losses of the early-exit
+target and of the Medusa / Hydra heads, and on-policy distillation's
+rollouts and divergences. Used by train.py, train_heads.py, train_eagle.py and distill_onpolicy.py.
 """
 import torch
 import torch.nn.functional as F
@@ -68,3 +69,22 @@ def medusa_loss(model, heads, x):
     ce = [-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean()
           for i, lg in enumerate(out)]
     return sum(ce) / len(out)
+
+
+@torch.no_grad()
+def draft_rollouts(model, prefixes, n_new, generator, temperature=1.0):
+    """Continue each prefix (B, P) by n_new bytes the draft samples itself -> (B, P + n_new)."""
+    cache = model.new_cache(prefixes.shape[0])
+    logits, out = model(prefixes, cache)[:, -1], [prefixes]
+    for _ in range(n_new):
+        token = torch.multinomial(F.softmax(logits / temperature, -1), 1, generator=generator)
+        out.append(token)
+        logits = model(token, cache)[:, -1]
+    return torch.cat(out, 1)
+
+
+def divergence(log_p, log_q, kind):
+    """Mean over positions of KL(p || q) (kind "kl") or TV(p, q) (kind "tv"); inputs (..., V)."""
+    if kind == "kl":
+        return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+    return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()

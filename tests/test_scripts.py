@@ -109,6 +109,7 @@ def test_the_model_card_documents_a_command_for_every_weight_file():
     assert "python -m minispec.train" not in card and "minispec.selfspec train" not in card
     documented = {"target.pt": "--model target", "draft.pt": "--model draft",
                   "draft_distilled.pt": "--distill", "medusa_heads.pt": "train_heads.py --steps",
+                  "draft_onpolicy.pt": "distill_onpolicy.py --divergence tv",
                   "hydra_heads.pt": "--sequential"}
     lines = card.splitlines()
     for f in sorted(p.name for p in WEIGHTS_DIR.glob("*.pt")):

@@ -26,7 +26,7 @@ def references(shipped):
     return {tuple(p): ms.generate(shipped, p, 32).tokens for p in PROMPTS}
 
 
-@pytest.mark.parametrize("name", ["target", "draft", "draft_distilled"])
+@pytest.mark.parametrize("name", ["target", "draft", "draft_distilled", "draft_onpolicy"])
 def test_shipped_models_load(name):
     m = ms.load_model(name)
     assert not m.training and m.config.vocab_size == 256 and m.config.block_size == 256
@@ -151,6 +151,20 @@ def test_distilled_draft_agrees_more(shipped, script):
     plain = agreement(shipped, draft, held, windows=16)
     better = agreement(shipped, distilled, held, windows=16)
     assert better[0] > plain[0] and better[1] > plain[1]
+
+
+def test_onpolicy_draft_is_aligned_more(shipped):
+    """The on-policy draft (scripts/distill_onpolicy.py) has the draft's shape and matches the
+    target better on held-out text than the plain and the distilled draft: 1 - TV (what sampled
+    acceptance keeps) over windows spread across all six files, and on the first 4 KB (the model
+    card's older measure), where the issue's bar is 0.76."""
+    models = {n: ms.load_model(n) for n in ("draft", "draft_distilled", "draft_onpolicy")}
+    assert vars(models["draft_onpolicy"].config) == vars(models["draft"].config)
+    spread = {n: ms.data.alignment(shipped, m, windows=16)[1] for n, m in models.items()}
+    first = {n: ms.data.alignment(shipped, m, spread=False)[1] for n, m in models.items()}
+    for measure in (spread, first):
+        assert measure["draft_onpolicy"] > max(measure["draft"], measure["draft_distilled"])
+    assert first["draft_onpolicy"] >= 0.76
 
 
 def test_the_demo_runs(capsys):

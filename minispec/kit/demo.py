@@ -20,7 +20,8 @@ from ..speculate import generate, speculative_generate
 from . import timing
 from .viz import ansi_trace
 
-NAMES = ["draft", "draft_distilled", "lookup", "early_exit", "medusa", "hydra", "eagle"]
+NAMES = ["draft", "draft_distilled", "draft_onpolicy", "lookup", "early_exit", "medusa", "hydra",
+         "eagle"]
 
 
 def main(argv=None):

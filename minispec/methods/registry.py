@@ -7,15 +7,17 @@ from .eagle import EagleDrafter, load_eagle
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
 
-KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "lookup": PromptLookupDrafter,
+KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
+         "lookup": PromptLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter}
 
 
 def load_drafter(name, target, **options):
-    """A shipped method, ready for speculative_generate(target, drafter, ...): "draft" and
-    "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024),
-    both with ModelDrafter's options; "lookup" (PromptLookupDrafter); "early_exit"
+    """A shipped method, ready for speculative_generate(target, drafter, ...): "draft",
+    "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024)
+    and "draft_onpolicy" (distilled on its own samples too), all with ModelDrafter's options;
+    "lookup" (PromptLookupDrafter); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width). Example: load_drafter("hydra", load_model("target"))
