@@ -51,13 +51,14 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
 
 
 @torch.no_grad()
-def alignment(target, draft, data=None, block_size=128, windows=32, spread=True):
+def alignment(target, draft, data=None, block_size=256, windows=32, spread=True):
     """How well a draft matches its target on held-out text -> (top-1 agreement, 1 - TV): the share
     of positions where their argmaxes agree (what greedy verification keeps) and the mean of
     1 - TV(p, q) = sum_x min(p(x), q(x)), the chance a draft sampled at temperature 1 is kept
     (Leviathan et al. 2023). Over `windows` windows of block_size bytes of data (default: all the
-    held-out text), spread evenly over it, or (spread=False) the first ones: the first 4 KB, which
-    the model card's older figures used."""
+    held-out text, and the draft's whole block, so every position it meets counts), spread evenly
+    over it, or (spread=False) the first ones: with block_size=128, the first 4 KB, which the model
+    card's older figures used."""
     data = heldout() if data is None else data
     step = (len(data) - block_size) // windows if spread else block_size
     x = torch.stack([data[w * step:w * step + block_size] for w in range(windows)])  # (B, T)
