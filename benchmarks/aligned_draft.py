@@ -8,8 +8,8 @@ The drafts: the plain draft, `draft_distilled` (forward KL on corpus windows, 30
 `draft_onpolicy` (scripts/distill_onpolicy.py: total variation on text the draft writes itself and
 corpus windows). For each:
   * held-out alignment (minispec.kit.data.alignment): top-1 agreement and 1 - TV at temperature 1,
-    on 128 windows spread over all six held-out files, and on the first 4 KB (the model card's
-    older measure);
+    on 64 windows of 256 bytes spread over all six held-out files, and on the first 4 KB in
+    128-byte windows (the model card's older measure);
   * on unseen prompts (minispec.kit.data.prompts), for each gamma: the kept fraction at T = 1 and
     T = 0.8, tokens per target call at T = 1, and the speedup at T = 1, each prompt decoded
     autoregressively and speculatively, alternately, each side the best of --repeats runs
@@ -42,9 +42,9 @@ def run(drafts, gammas, n_prompts, n, repeats, out=FIGURES):
     ids_list = prompts(n_prompts)
     lines = ["| draft | top-1 (all files) | 1 - TV (all files) | top-1 (first 4 KB) "
              "| 1 - TV (first 4 KB) |", "|---|---|---|---|---|"]
-    models = {name: load_model(name) for name in drafts}
+    models = {Path(name).stem: load_model(name) for name in drafts}  # a shipped name or a .pt path
     for name, m in models.items():
-        a, b = alignment(target, m, windows=128), alignment(target, m, spread=False)
+        a, b = alignment(target, m, windows=64), alignment(target, m, block_size=128, spread=False)
         lines.append(f"| `{name}` | {a[0]:.3f} | {a[1]:.3f} | {b[0]:.3f} | {b[1]:.3f} |")
         print(lines[-1], flush=True)
 

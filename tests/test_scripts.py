@@ -176,11 +176,13 @@ def test_eagle3_experiment_smoke(script, capsys):
 
 
 def test_paired_timing_alternates_and_keeps_each_sides_best(script, monkeypatch):
-    """benchmarks/common.paired (every benchmark's speedup): the two sides take turns, each side's
-    time is its fastest run (a slow spell on a shared machine only adds time), and the results come
-    back with the times."""
+    """benchmarks/common.paired, which is minispec.kit.timing.paired (every benchmark's, notebook's
+    and the demo's speedup): the two sides take turns, each side's time is its fastest run (a slow
+    spell on a shared machine only adds time), and the results come back with the times."""
+    from minispec.kit import timing
     common, clock, order = script("common"), [0.0], []
-    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    assert common.paired is timing.paired
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
 
     def side(name, durations):
         def run():
@@ -195,6 +197,27 @@ def test_paired_timing_alternates_and_keeps_each_sides_best(script, monkeypatch)
     assert common.spread([1.0, 2.0, 4.0]) == "2.00x (1.00-4.00)"
     with pytest.raises(ValueError, match="repeats"):
         common.paired(side("ar", []), side("spec", []), repeats=0)
+    assert timing.verdict(1.2, 0.1) == "faster" and timing.verdict(0.85, 0.1) == "slower"
+    assert timing.verdict(1.05, 0.1) == timing.verdict(0.95, 0.1) == "the same (within noise)"
+
+
+def test_noise_band_and_compare_on_a_fake_clock(monkeypatch):
+    """noise_band times one function against itself (the largest |ratio - 1| over its pairs);
+    compare gives per-item ratios, their median and a verdict against the band."""
+    from minispec.kit import timing
+    clock, costs = [0.0], iter([1.0, 1.1, 1.0, 1.0, 1.2, 1.0] + [2.0, 1.0] * 2 + [3.0, 1.0] * 2)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+
+    def run():
+        clock[0] += next(costs)
+        return clock[0]
+    band = timing.noise_band(run, repeats=1, pairs=3)  # pairs: 1.0/1.1, 1.0/1.0, 1.2/1.0
+    assert band == pytest.approx(0.2)
+    cmp = timing.compare(lambda item: run(), lambda item: run(), ["a", "b"], repeats=2, band=band)
+    assert cmp.ratios == [2.0, 3.0] and cmp.median == 2.5 and cmp.verdict == "faster"
+    assert "2.50x (2.00-3.00): faster" in str(cmp)
+    with pytest.raises(ValueError, match="at least one item"):
+        timing.compare(run, run, [])
 
 
 def test_exit_logits_are_the_truncated_models_and_the_last_is_the_forward(script, random_gpt):

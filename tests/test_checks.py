@@ -1,0 +1,31 @@
+"""minispec.kit.checks, which the notebooks and the tests share: the chi-square p-value against
+scipy's, pooling and impossible cells; the repeated n-gram share on known sequences."""
+import pytest
+import scipy.stats
+import torch
+
+from minispec.kit import checks
+
+
+def test_chi2_pvalue_matches_scipy_and_pools_small_cells():
+    counts, probs = [48, 30, 22], [0.5, 0.3, 0.2]
+    want = scipy.stats.chisquare(counts, [50, 30, 20]).pvalue
+    assert checks.chi2_pvalue(counts, probs) == pytest.approx(want, rel=1e-9)
+    # the last two cells expect 2 and 1: pooled into one (expected 3) before the test
+    pooled = scipy.stats.chisquare([90, 7, 3], [90, 7, 3]).pvalue
+    assert checks.chi2_pvalue([90, 7, 2, 1], [0.9, 0.07, 0.02, 0.01]) == pytest.approx(pooled)
+    assert checks.chi2_pvalue([10, 1], [1.0, 0.0]) == 0.0  # an impossible outcome was seen
+    assert checks.chi2_pvalue(torch.tensor([900, 100]), [0.5, 0.5]) < 1e-6
+    with pytest.raises(ValueError, match="sum to 1"):
+        checks.chi2_pvalue([1, 2], [0.5, 0.4])
+    with pytest.raises(ValueError, match="differ"):
+        checks.chi2_pvalue([1, 2, 3], [0.5, 0.5])
+
+
+def test_repeated_share_known_answers():
+    assert checks.repeated_share([1, 2, 3, 4], [5, 6, 7, 8]) == 0.0
+    assert checks.repeated_share([1, 2, 3, 4], [1, 2, 3, 4]) == 0.25  # only the last 4-gram repeats
+    assert checks.repeated_share([7, 7, 7, 7], [7, 7]) == 1.0
+    assert checks.repeated_share([1, 2], [1, 2, 1, 2], n=2) == 0.75
+    with pytest.raises(ValueError, match="at least one"):
+        checks.repeated_share([1, 2, 3], [])
