@@ -2,11 +2,12 @@
 mistake that loads, or nearly loads, and gives another model)."""
 
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask; c_attn's bias ends in "c_attn.bias"
+BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask (c_attn's bias: "c_attn.bias")
 
 
 def solution(state):
-    """Drop the mask buffers and the prefix, transpose the Conv1D weights, tie the head if absent."""
+    """Drop the mask buffers and the prefix, transpose the Conv1D weights, tie the head if absent.
+    """
     ours = {}
     for k, v in state.items():
         if k.endswith(BUFFERS):
@@ -19,12 +20,9 @@ def solution(state):
 
 def wrong(state):
     """Wrong: the tied head left out (a checkpoint without lm_head.weight does not load)."""
-    ours = {}
-    for k, v in state.items():
-        if k.endswith(BUFFERS):
-            continue
-        name = k.removeprefix("transformer.")
-        ours[name] = v.t() if name.endswith(CONV1D) else v
+    ours = solution(state)
+    if "lm_head.weight" not in state:  # the one step it forgets
+        del ours["lm_head.weight"]
     return ours
 
 
