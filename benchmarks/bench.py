@@ -24,7 +24,7 @@ import torch
 from minispec import generate, load_model, speculative_generate
 from minispec.kit.data import prompts as bench_prompts
 from minispec.kit.timing import step_cost
-from minispec.theory import alpha_from_acceptance, expected_tokens
+from minispec.kit.theory import alpha_from_acceptance, expected_tokens
 
 from common import paired, spread  # benchmarks/common.py
 

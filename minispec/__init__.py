@@ -1,20 +1,22 @@
 """minispec: speculative decoding, small enough to read and checked claim by claim.
 
-The core, in reading order: model, sampling, verify, theory, tree, drafters, adaptive, speculate.
-Beyond it: methods, batch, bridge (transformers, optional) and kit (viz, data, the demo).
+The core, in reading order: model, sampling, verify, tree, drafters, adaptive, speculate.
+Beyond it: methods, batch, bridge (transformers, optional) and kit (viz, data, theory, the demo).
 """
-from . import theory, tree, verify
+import sys
+
+from . import tree, verify
 from .adaptive import Fixed, Heuristic
 from .batch import loop as _batch_loop  # noqa: F401 (ms.batch: a list of prompts goes there)
 from .drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from .kit import data, viz
+from .kit import data, theory, viz
+from .kit.theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, best_gamma,
+                         expected_tokens, speedup, tv_distance)
 from .methods import (EarlyExitDrafter, FallbackDrafter, HeadDrafter, Lookahead, MedusaHeads,
                       load_drafter, load_heads)
 from .model import GPT, GPTConfig, KVCache, decode, encode, load_model
 from .sampling import probs, sample
 from .speculate import Result, Stats, Step, generate, speculative_generate
-from .theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, best_gamma,
-                     expected_tokens, speedup, tv_distance)
 from .tree import Tree
 from .verify import (accept_prob, greedy_accept, multi_draft_accept, residual,
                      speculative_accept, verify_tree)
@@ -27,3 +29,4 @@ __all__ = ["GPT", "GPTConfig", "KVCache", "decode", "encode", "load_model", "pro
            "Heuristic", "acceptance_rate", "accepted_pmf", "alpha_from_acceptance", "best_gamma",
            "expected_tokens", "speedup", "tv_distance", "batch", "data", "theory", "tree", "verify",
            "viz"]
+sys.modules[__name__ + ".theory"] = theory  # the closed forms moved to the kit; old imports work

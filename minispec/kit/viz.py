@@ -12,7 +12,7 @@ import torch
 from ..model import decode, encode
 from ..sampling import probs
 from ..speculate import speculative_generate
-from ..theory import accepted_pmf, alpha_from_acceptance
+from .theory import accepted_pmf, alpha_from_acceptance
 from ..verify import residual
 
 COLORS = {"accepted": "#2e7d32", "rejected": "#c62828", "correction": "#1565c0", "bonus": "#6a1b9a"}
