@@ -47,7 +47,8 @@ def pick(logits, temperature, top_k, top_p, generator):
     """A draft step -> (token, q): the token drawn from the draft's q (its argmax at temperature 0)
     and that q (V,), which verification must see: the protocol's one obligation."""
     q = probs(logits, temperature, top_k, top_p).cpu()  # sampled with a CPU generator
-    return (sample(q, generator) if temperature > 0 else int(q.argmax())), q
+    token = sample(q, generator) if temperature > 0 else int(q.argmax())
+    return token, q
 
 
 class ModelDrafter(Drafter):

@@ -95,14 +95,14 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if cache is not None:  # write the new keys/values after the cached ones, attend to all
             k, v = cache.write(layer, k, v, start)  # (B, H, S, hs)
-        S = k.shape[2]
-        if mask is None and 1 < T < S:  # causal: query i sees every key up to its own position
+        S = k.shape[2]  # keys: the S - T cached ones, then the T new ones
+        # mask (T, S) or (B, T, S) bool, e.g. a tree's: query i attends to key j where mask[i, j]
+        causal = mask is None and T == S > 1  # no mask, nothing cached: SDPA's own causal mask
+        if mask is None and 1 < T < S:  # no mask after cached keys: query i sees keys to S - T + i
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        elif mask is not None and mask.dim() == 3:  # a mask per row (B, T, S): same for all heads
+        if mask is not None and mask.dim() == 3:  # one mask per row: the same for every head
             mask = mask[:, None]
-        causal = mask is None and T == S > 1  # no cache: the built-in causal mask
-        # mask (T, S) bool, e.g. a tree's: query i attends to key j where mask[i, j]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # T = 1: all
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

@@ -48,8 +48,8 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
     if top_p is not None and top_p < 1:
         sorted_p, order = torch.sort(p, dim=-1, descending=True)
         mass_before = sorted_p.cumsum(-1) - sorted_p  # mass of the strictly more likely tokens
-        drop = (mass_before >= top_p).scatter(-1, order, mass_before >= top_p)  # vocab order
-        p = p.masked_fill(drop, 0.0)
+        nucleus = sorted_p.masked_fill(mass_before >= top_p, 0.0)  # still sorted by likelihood
+        p = torch.zeros_like(p).scatter(-1, order, nucleus)  # each back at its own token id
         p = p / p.sum(-1, keepdim=True)
     return p
 

@@ -27,8 +27,8 @@ class Tree:
     replacement: bool = True  # False: each node's children were drawn without replacement
 
     def children(self, node):
-        """{token: child index} of a node (-1 for the root)."""
-        return self.kids.setdefault(node, {})
+        """{token: child index} of a node (-1 for the root); it only reads (a leaf's is empty)."""
+        return self.kids.get(node, {})
 
     def score(self, node):
         """The path probability of a node (the root's is 1)."""
@@ -37,7 +37,7 @@ class Tree:
     def add(self, parent, token, score=1.0):
         """Append a child (or return the existing one with that token): its index."""
         if token not in self.children(parent):
-            self.children(parent)[token] = len(self.tokens)
+            self.kids.setdefault(parent, {})[token] = len(self.tokens)
             self.tokens.append(token)
             self.parents.append(parent)
             self.scores.append(score)
@@ -160,17 +160,16 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
         calls += 1
         conf = torch.softmax(logits.float() / score_temperature, -1).cpu()  # also at T = 0
         nxt = []
-        for node, lg, c in zip(level, logits, conf):
-            if temperature > 0:  # draw no more than gamma
-                k = min(k, gamma - len(tree.tokens))
-                if k < 1:
-                    break
+        for node, lg, c in zip(level, logits, conf):  # n: this node's children (k: at most)
+            n = k if temperature == 0 else min(k, gamma - len(tree.tokens))  # sampled: <= gamma
+            if n < 1:
+                break
             q = probs(lg, temperature, top_k, top_p).cpu()
             if temperature == 0:
-                draws = c.topk(k).indices.tolist()
+                draws = c.topk(n).indices.tolist()
             else:  # without replacement: at most the tokens q can still give
-                k = k if replacement else min(k, int((q > 0).sum()))
-                draws = torch.multinomial(q, k, replacement, generator=generator).tolist()
+                n = n if replacement else min(n, int((q > 0).sum()))
+                draws = torch.multinomial(q, n, replacement, generator=generator).tolist()
             tree.cands[node] = draws
             tree.q[node] = q
             nxt += [tree.add(node, t, tree.score(node) * float(c[t])) for t in draws]

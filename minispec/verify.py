@@ -3,7 +3,9 @@
 Notation (fixed for the whole project): the target's distribution is p, the draft's is q, the
 draft proposes gamma tokens x_1..x_gamma, and alpha is the chance that a drafted token is kept.
 (Chen et al. 2023 use the opposite letters, q for the target and p for the draft.)
-Every rule here is lossless, except typical_accept, which is used only when asked for by name.
+A rule decides one tree node: rule(candidates, q, p, generator=None, replacement=True) -> token,
+for candidates drawn from the draft's q (V,) (iid; distinct if replacement=False, which verify_tree
+passes only then) or guessed (q None); p (V,) is the target's. All are lossless but typical_accept.
 """
 import torch
 
@@ -79,17 +81,23 @@ def multi_draft_accept(candidates, q, p, generator=None, replacement=True):
     i + 1 came from q without the first i, renormalized: q becomes that too, so each try is the
     one-draft rule for the pair it really is (recursive rejection sampling, RSD, Jeon et al. 2024).
     """
-    if q.dim() != 1 or p.shape != q.shape:
+    candidates = [int(c) for c in candidates]
+    if p.dim() != 1 or (q is not None and q.shape != p.shape):
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
-                         f"{tuple(q.shape)}")
-    if not all(0 <= int(c) < len(p) for c in candidates):
-        raise ValueError(f"candidates must lie in [0, {len(p)}), got {list(candidates)}")
-    for x in (int(c) for c in candidates):
+                         f"{None if q is None else tuple(q.shape)}")
+    if not all(0 <= c < len(p) for c in candidates):
+        raise ValueError(f"candidates must lie in [0, {len(p)}), got {candidates}")
+    if not replacement and len(set(candidates)) < len(candidates):
+        raise ValueError(f"candidates drawn without replacement are distinct, got {candidates}")
+    if q is None:  # deterministic guesses: draw x ~ p (the walk keeps a guess equal to it)
+        return sample(p, generator)
+    for x in candidates:
         if torch.rand((), generator=generator) < accept_prob(p[x], q[x]):
             return x
         p = residual(p, q)
-        if not replacement:  # the next candidate was drawn from q without x
-            q = q.index_fill(0, torch.tensor([x]), 0.0) / (1 - q[x])  # renormalized
+        if not replacement:  # the next candidate was drawn from q without x: renormalized by the
+            q = q.index_fill(0, torch.tensor([x]), 0.0)  # mass left (in float32, 1 - q[x] is not)
+            q = q / q.sum()
     return sample(p, generator)
 
 
@@ -99,11 +107,11 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
     token: the target's own next).
 
     Temperature 0: descend while the target's argmax is a child (greedy_accept, on a chain).
-    Otherwise, at each node: `rule` turns the candidates drawn from the draft's q there into one
-    token ~ p (speculative_accept's step, on a chain); descend if it is a child, else stop. Where
-    the children are deterministic guesses (no q recorded: heads, lookahead, Tree.add), draw
-    x ~ p and descend if a child holds it. Every emitted token follows p, so by induction over
-    depth the output does too.
+    Otherwise, at each node with children: `rule` turns its candidates into one token ~ p
+    (speculative_accept's step, on a chain; x ~ p where the children are deterministic guesses,
+    no q recorded: heads, lookahead, Tree.add); descend if it is a child, else stop. After a
+    leaf, x ~ p (the bonus token). Every emitted token follows p, so by induction over depth the
+    output does too.
     """
     if p.dim() != 2 or p.shape[0] != len(tree.tokens) + 1:
         raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), "
@@ -113,10 +121,10 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
         kids, pn, q = tree.children(node), p[node + 1], tree.q.get(node)
         if temperature == 0:
             tok = int(pn.argmax())
-        elif kids and (q is not None or rule is not multi_draft_accept):
+        elif kids:
             kw = {} if tree.replacement else {"replacement": False}  # how the kids were drawn
             tok = rule(tree.cands.get(node, list(kids)), q, pn, generator, **kw)
-        else:  # a leaf (the bonus token), or deterministic guesses
+        else:  # a leaf: the bonus token
             tok = sample(pn, generator)
         if tok not in kids:
             return path, tok
@@ -124,10 +132,10 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
         path.append(node)
 
 
-def typical_accept(candidates, q, p, generator=None, eps=0.09, delta=0.3):
+def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.09, delta=0.3):
     """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate
     with p(x) > min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text;
-    the output no longer follows p."""
+    the output no longer follows p. It reads neither q nor how the candidates were drawn."""
     entropy = -(p * p.clamp(min=1e-30).log()).sum()
     ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
     return ok[0] if ok else sample(p, generator)

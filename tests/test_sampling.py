@@ -75,6 +75,19 @@ def test_top_p_known_answer(top_p, kept):
     assert torch.allclose(ms.probs(p_vocab.log(), top_p=top_p), want, atol=1e-6)
 
 
+@pytest.mark.parametrize("top_p", [0.2, 0.6, 0.95])
+def test_top_p_keeps_each_rows_own_nucleus(top_p):
+    """Rows of a batch (B, T, V), each in its own vocabulary order: a token is kept iff the tokens
+    strictly more likely than it hold less than top_p (read straight off the definition, one
+    token at a time), and the kept ones are renormalized."""
+    logits = random_logits((3, 2, 12), seed=5)
+    full = torch.softmax(logits, -1)
+    more_likely = (full[..., None, :] > full[..., :, None]) * full[..., None, :]  # (..., V, V)
+    kept = torch.where(more_likely.sum(-1) < top_p, full, 0.0)
+    assert torch.allclose(ms.probs(logits, top_p=top_p), kept / kept.sum(-1, keepdim=True),
+                          atol=1e-6)
+
+
 def test_top_k_then_top_p():
     """Hugging Face's order: top-k first. p = [.4, .3, .2, .1], top_k=2 -> [4/7, 3/7]; then
     top_p=0.5 keeps only 4/7 >= 0.5 -> [1, 0, 0, 0]. (top-p first would keep {.4, .3}.)"""

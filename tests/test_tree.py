@@ -494,3 +494,22 @@ def test_a_tree_drafter_without_replacement_is_lossy(random_gpt, exact_law, dens
     assert torch.allclose(laws[False], want, atol=1e-12, rtol=0)
     tv = 0.5 * float((laws[True] - want).abs().sum())
     assert tv > 0.01
+
+
+@pytest.mark.parametrize("name", TREES)
+def test_a_wrapped_default_rule_is_exact_on_every_tree(name, exact_law, dense):
+    """The default rule behind functools.partial is the default rule: exact on chains, iid
+    candidates and deterministic guesses alike (verify_tree used to treat a wrapper as a rule of
+    its own, and handed it q = None on guesses)."""
+    rule = functools.partial(ms.multi_draft_accept)
+    law = dense(exact_law(lambda: three_tokens(TREES[name], rule)), V, 3)
+    assert torch.allclose(law, target3(), atol=1e-12, rtol=0)
+
+
+def test_reading_a_tree_does_not_change_it():
+    """Tree.children only reads: asking for a leaf's children (as Step.bonus does) leaves the tree
+    as it was (it used to add an empty entry per leaf asked about)."""
+    tree = Tree.chain([1, 2])
+    before = repr(tree)
+    assert ms.Step(tree, [0, 1], 3).bonus and tree.children(1) == {} and tree.children(7) == {}
+    assert repr(tree) == before

@@ -348,3 +348,47 @@ def test_verify_tree_checks_the_shape_of_p():
     for bad in (torch.full((2, 4), 0.25), torch.full((3,), 1 / 3), torch.full((4, 4), 0.25)):
         with pytest.raises(ValueError, match=r"p must have shape \(1 \+ N, V\) = \(3, V\)"):
             ms.verify_tree(tree, bad)
+
+
+# --- a rule's signature, said once in minispec.verify (issue 27, item 3) ------------------------
+
+def counted(candidates, q, p, generator=None, replacement=True):
+    """The default rule behind a one-line def, as one would write it to count or log the calls."""
+    return ms.multi_draft_accept(candidates, q, p, generator, replacement)
+
+
+WRAPPED = {"functools.partial": functools.partial(ms.multi_draft_accept), "a def": counted}
+DRAFTERS = {"lookup": lambda t: ms.load_drafter("lookup", t),
+            "heads": lambda t: ms.load_drafter("medusa", t),
+            "lookahead": lambda t: ms.Lookahead(t),
+            "sampled tree": lambda t: ms.load_drafter("draft", t, branching=(2, 2)),
+            "distinct siblings": lambda t: ms.load_drafter("draft", t, branching=(3, 2),
+                                                           replacement=False)}
+
+
+@pytest.mark.parametrize("wrap", WRAPPED)
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_a_wrapped_default_rule_is_the_default_rule(shipped, name, wrap):
+    """The default rule wrapped (functools.partial, or a one-line def) makes the same draws as the
+    rule itself, on trees of deterministic guesses (no q: lookup, heads, lookahead) as on sampled
+    ones, so the same seed gives the same tokens. verify_tree used to pick the branch for
+    guesses by the rule's identity and handed the wrapper q = None (AttributeError)."""
+    ids = ms.encode("for i in range(10):\n    for j in range(10):\n        ")
+    runs = [ms.speculative_generate(shipped, DRAFTERS[name](shipped), ids, 16, gamma=6,
+                                    temperature=1.0, seed=3, **kw)
+            for kw in ({}, {"rule": WRAPPED[wrap]})]
+    assert runs[0].tokens == runs[1].tokens
+    assert any(s.tree.tokens for s in runs[1].steps)  # the rule met drafted children
+
+
+def test_typical_accept_takes_a_tree_drawn_without_replacement(shipped):
+    """Every rule takes the signature, replacement included: typical acceptance on distinct
+    siblings (it ignores q, so how they were drawn does not matter to it) used to raise a
+    TypeError."""
+    drafter = ms.load_drafter("draft", shipped, branching=(3, 2), replacement=False)
+    res = ms.speculative_generate(shipped, drafter, ms.encode("import os\nimport "), 12, gamma=6,
+                                  temperature=1.0, rule=typical_accept)
+    assert len(res.tokens) == 12
+    assert any(not s.tree.replacement and len(s.tree.children(-1)) > 1 for s in res.steps)
+    p, q = torch.tensor([0.5, 0.3, 0.2, 0.0]), torch.tensor([0.1, 0.2, 0.3, 0.4])
+    assert typical_accept([1, 2], q, p, replacement=False) == typical_accept([1, 2], q, p) == 1

@@ -153,3 +153,63 @@ def test_without_replacement_on_the_shipped_pair(shipped, chi2_pvalue, name):
         distinct += any(len(s.tree.children(-1)) > 1 for s in res.steps)
     assert distinct > 150  # trees with siblings were drafted and verified
     assert chi2_pvalue(counts, law) > 1e-3
+
+
+# --- float32 (issue 27, item 1): renormalize q by the mass that is left, not by 1 - q[x] --------
+
+def test_float32_near_one_hot_q_without_replacement_is_exact(exact_law):
+    """A draft at temperature 0.3 whose logits are 5 apart gives, in float32, q = softmax([16.65, 0,
+    1, -30]): q[0] = 1 - 2.2e-7. After sibling 0 is rejected, the second sibling came from q
+    without token 0, renormalized by the mass that is left (2.2e-7); 1 - q[0] is 1.2e-7 in float32
+    (a multiple of 6e-8 there), so renormalizing by it verifies the second sibling against a q it
+    was not drawn from (measured: total variation 0.136 from p, with 2 siblings)."""
+    p = torch.tensor([0.2, 0.5, 0.3, 0.0])
+    q = ms.probs(0.3 * torch.tensor([16.65, 0.0, 1.0, -30.0]), temperature=0.3)
+    assert q.dtype == torch.float32 and float(1 - q[0]) != float(q[1:].sum())
+    for k in (2, 3):
+        law = law_of(exact_law, lambda: node_token(p, q, k, False))
+        assert torch.allclose(law, p.double(), atol=1e-6, rtol=0), (k, law)
+
+
+def test_shipped_draft_at_low_temperature_without_replacement_is_exact(shipped, exact_law):
+    """The shipped draft's q (float32) at T = 0.3, top-k 4, after a held-out benchmark prompt's
+    first 88 bytes ('  if q >= 0:' then a newline and 8 spaces): q's top token holds all but 1.3e-6
+    of the mass, and 1 - q[x] was one float32 step (6e-8) off it on the machine this was found
+    on, 5% of what is left. Two siblings without replacement, verified against the shipped
+    target's p there at the same temperature: exact (it was 0.0028 off in total variation)."""
+    context = ms.data.prompts(8)[4][:88]
+    with torch.no_grad():
+        lq = ms.load_model("draft")(torch.tensor([context]))[0, -1]
+        lp = shipped(torch.tensor([context]))[0, -1]
+    q, p = ms.probs(lq, 0.3, top_k=4), ms.probs(lp, 0.3, top_k=4)
+    assert float(q.max()) > 1 - 1e-5 and float(p[q.argmax()]) < 0.5  # near one-hot; p disagrees
+    law = law_of(exact_law, lambda: node_token(p, q, 2, False), V=256)
+    assert torch.allclose(law, p.double(), atol=1e-6, rtol=0)
+
+
+def test_a_repeated_candidate_without_replacement_is_a_value_error():
+    """Siblings drawn without replacement are distinct: a repeat is impossible, so it is bad input
+    (it used to be taken silently, and always returned the first candidate's token)."""
+    q = p = torch.full((4,), 0.25)
+    with pytest.raises(ValueError, match="distinct"):
+        ms.multi_draft_accept([0, 0], q, p, replacement=False)
+    assert ms.multi_draft_accept([0, 0], q, p) in range(4)  # iid draws may repeat
+
+
+# --- grow_tree (issue 27, item 2): each node's own cap on its children --------------------------
+
+def test_a_nodes_cap_does_not_leak_to_its_siblings(shipped):
+    """Without replacement a node draws min(branching, tokens its q can give, nodes left) children;
+    that cap is the node's own. It used to be kept for the next siblings: with top_p = 0.3 a node
+    whose q gives 1 token left its siblings 1 child each (the issue's repro: the shipped draft,
+    branching (3, 3), 12 nodes, "import os\\nimport ")."""
+    drafter = ms.ModelDrafter(ms.load_model("draft"), branching=(3, 3), replacement=False)
+    context, short = ms.encode("import os\nimport "), 0
+    for seed in range(4):
+        g = torch.Generator().manual_seed(seed)
+        tree = drafter.draft(context, 12, temperature=1.0, top_p=0.3, generator=g)
+        for node in tree.children(-1).values():  # depth 1: 3 * 3 + 3 <= 12 nodes, gamma never caps
+            support = int((tree.q[node] > 0).sum())
+            assert len(tree.cands[node]) == min(3, support), (seed, node, tree.cands)
+            short += support < 3
+    assert short > 0  # some node's q gives fewer than 3 tokens: the case that leaked
