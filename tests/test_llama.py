@@ -1,0 +1,145 @@
+"""minispec's Llama (minispec/bridge/llama.py) on tiny random models: transformers parity, the cache,
+tree attention under rotary positions, and the one loop on it (greedy-exact, and the exact law in
+float64 with the package's own draws enumerated). The real SmolLM2 is tested in test_smollm2.py."""
+import copy
+
+import pytest
+import torch
+
+import minispec as ms
+from minispec.bridge.llama import Llama, LlamaConfig, from_hf, rope, rotate
+from minispec.drafters import ModelDrafter
+from minispec.methods.lookahead import Lookahead
+from minispec.tree import Tree, score_tree, tree_mask
+
+PROMPT = [0, 1, 2, 1]
+
+
+def random_llama(vocab_size=3, n_layer=2, n_embd=8, n_head=2, n_kv_head=1, seed=0, std=0.5):
+    """A random Llama with peaked next-token distributions (std 0.5, as conftest's GPTs)."""
+    config = LlamaConfig(vocab_size=vocab_size, block_size=32, n_layer=n_layer, n_head=n_head,
+                         n_kv_head=n_kv_head, n_embd=n_embd, n_hidden=2 * n_embd, rope_base=100.0)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Llama(config)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layernorm" in name or "ln_f" in name:  # RMSNorm: keep the scale near 1
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.normal_(0.0, std, generator=g)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def llama64():
+    return random_llama().double()
+
+
+def test_logits_equal_transformers_llama():
+    """The same weights in transformers' LlamaForCausalLM give the same logits, with and without a
+    cache fed in pieces (float32: the same operations in the same order)."""
+    transformers = pytest.importorskip("transformers")
+    hc = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=48,
+                                  num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, max_position_embeddings=64,
+                                  tie_word_embeddings=True, rope_theta=1000.0)
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(hc).eval()
+    ours = from_hf(hf)
+    ids = torch.randint(0, 50, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = hf(ids).logits
+        whole = ours(ids)
+        cache = ours.new_cache(2)
+        pieces = torch.cat([ours(ids[:, :7], cache), ours(ids[:, 7:], cache)], 1)
+    assert (whole - theirs).abs().max() < 1e-5
+    assert (pieces - theirs).abs().max() < 1e-5
+
+
+def test_rotary_scores_depend_only_on_distance():
+    """RoPE's point: rot(q, m) . rot(k, n) is a function of m - n."""
+    q, k = torch.randn(2, 1, 1, 1, 16, dtype=torch.float64)
+
+    def score(m, n):
+        cq, sq = rope(torch.tensor([m]), 16, 100.0, torch.float64)
+        ck, sk = rope(torch.tensor([n]), 16, 100.0, torch.float64)
+        return float((rotate(q, cq, sq) * rotate(k, ck, sk)).sum())
+
+    assert score(5, 2) == pytest.approx(score(13, 10), abs=1e-5)
+    assert score(5, 2) != pytest.approx(score(5, 3), abs=1e-3)  # a different distance differs
+
+
+def test_tree_attention_under_rotary_positions_equals_each_branch_as_a_chain(llama64):
+    """A node at depth d sits at position n - 1 + d whatever its branch: scoring the whole tree in
+    one pass gives every node the logits of its own branch fed as a plain chain."""
+    tree = Tree.from_paths([[2, 0, 1], [2, 1], [0, 2, 2], [1]], 16)
+    cache = llama64.new_cache()
+    _, logits = score_tree(llama64, cache, PROMPT, tree)  # (len(PROMPT) + N, V)
+    for i in range(len(tree.tokens)):
+        branch, node = [], i
+        while node >= 0:
+            branch.insert(0, tree.tokens[node])
+            node = tree.parents[node]
+        chain = llama64(torch.tensor([PROMPT + branch]))[0, -1]
+        assert torch.allclose(logits[len(PROMPT) + i], chain, atol=1e-12, rtol=0)
+    # negative control: nodes rotated by their cache entry (their order in the tree), not their
+    # depth, get other logits: the positions are what makes the tree exact
+    mask = tree_mask(tree.parents, len(PROMPT), len(PROMPT))
+    wrong = llama64(torch.tensor([PROMPT + tree.tokens]), mask=mask)[0]
+    assert not torch.allclose(wrong[len(PROMPT):], logits[len(PROMPT):], atol=1e-6)
+
+
+def test_cache_grows_as_written_and_rolls_back(llama64):
+    cache = llama64.new_cache(size=24)
+    assert cache.k.shape[3] == 0 and cache.size == 24  # nothing allocated until written
+    full = llama64(torch.tensor([PROMPT * 5]))
+    out = torch.cat([llama64(torch.tensor([PROMPT[:1]]), cache)] +
+                    [llama64(torch.tensor([PROMPT * 5])[:, i:i + 1], cache) for i in range(1, 20)], 1)
+    assert torch.allclose(out, full, atol=1e-12, rtol=0) and cache.length == 20
+    cache.crop(8)  # rolled back: the next token sees only the first 8
+    again = llama64(torch.tensor([[PROMPT[0]]]), cache)[0, -1]
+    assert torch.allclose(again, llama64(torch.tensor([(PROMPT * 5)[:8] + PROMPT[:1]]))[0, -1])
+    with pytest.raises(ValueError, match="holds 24 entries"):
+        llama64(torch.zeros(1, 20, dtype=torch.long), cache)
+
+
+def test_bad_config_is_a_value_error():
+    with pytest.raises(ValueError, match="n_kv_head"):
+        Llama(LlamaConfig(vocab_size=4, n_layer=1, n_head=3, n_kv_head=2, n_embd=12, n_hidden=8))
+    with pytest.raises(ValueError, match="block_size"):
+        random_llama()(torch.zeros(1, 40, dtype=torch.long))
+
+
+def drafters(target):
+    """Every drafter that needs no trained companion on a Llama target, and a Llama draft (one
+    layer, its own weights) as a chain and as a tree."""
+    c = target.config
+    draft = random_llama(c.vocab_size, 1, c.n_embd, c.n_head, c.n_kv_head, seed=1)
+    draft = draft.to(target.wte.weight.dtype)
+    return {"lookup": ms.load_drafter("lookup", target), "lookahead": Lookahead(target),
+            "llama draft": ModelDrafter(draft), "llama tree": ModelDrafter(draft, branching=(2, 2))}
+
+
+@pytest.mark.parametrize("name", ["lookup", "lookahead", "llama draft", "llama tree"])
+def test_greedy_speculative_equals_generate_on_a_llama(name):
+    target = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2)
+    prompt = [3, 5, 7, 3, 5]
+    ref = ms.generate(target, prompt, 20).tokens
+    for gamma in (1, 3, 6):
+        res = ms.speculative_generate(target, drafters(target)[name], prompt, 20, gamma=gamma)
+        assert res.tokens == ref
+
+
+@pytest.mark.parametrize("name", ["lookup", "lookahead", "llama draft", "llama tree"])
+def test_exact_law_on_a_float64_llama(name, llama64, exact_law, dense, target_law):
+    """The loop's draws enumerated on a Llama target: its law is the target's to 1e-12."""
+    drafter = drafters(llama64)[name]
+
+    def run():
+        return tuple(ms.speculative_generate(llama64, copy.deepcopy(drafter), PROMPT, 3, gamma=2,
+                                             temperature=1.0).tokens)
+
+    law = dense(exact_law(run), 3, 3)
+    assert torch.allclose(law, target_law(llama64, PROMPT, 3), atol=1e-12, rtol=0)
