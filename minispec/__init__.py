@@ -15,8 +15,9 @@ from .kit.theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, b
 from .methods import (EarlyExitDrafter, FallbackDrafter, HeadDrafter, Lookahead, MedusaHeads,
                       load_drafter, load_heads)
 from .model import GPT, GPTConfig, KVCache, decode, encode, load_model
+from .rounds import Result, Stats, Step
 from .sampling import probs, sample
-from .speculate import Result, Stats, Step, generate, speculative_generate
+from .speculate import generate, speculative_generate
 from .tree import Tree
 from .verify import (accept_prob, greedy_accept, multi_draft_accept, residual,
                      speculative_accept, verify_tree)

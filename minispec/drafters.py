@@ -79,13 +79,17 @@ class ModelDrafter(Drafter):
 
     def reset(self, target=None, cache=None):  # twice block_size: room for a tree after the context
         self.cache = self.model.new_cache(size=2 * self.model.config.block_size)
+        self.cached = []  # the token ids fed to the cache, in order (a tree's nodes not listed)
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         if self.cache is None:
             self.reset()
-        self.cache.crop(min(self.cache.length, len(context) - 1))  # drop a draft never accepted
+        cached = self.cached[:self.cache.length]  # any context may come, not only the last one's
+        same = next((i for i, (a, b) in enumerate(zip(cached, context)) if a != b), len(cached))
+        self.cache.crop(min(same, len(context) - 1))  # keep the prefix shared with this context
+        self.cached = list(context)
         if self.branching is not None:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
@@ -104,7 +108,8 @@ class ModelDrafter(Drafter):
             if unsure(logits[0, -1], self.threshold):
                 break  # the unsure token is still proposed: it may be right
             new = [token]
-        return Tree.chain(tokens, qs)  # the cache holds context + tokens[:-1]
+        self.cached += tokens  # the cache holds context + tokens[:-1]
+        return Tree.chain(tokens, qs)
 
     def expand(self, context, fed, nodes):
         """For grow_tree: the draft's logits after nodes a..b-1 of `fed` (None: the context)."""

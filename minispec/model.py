@@ -205,6 +205,9 @@ def load_model(name):
         raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
                          "'draft_onpolicy', 'target'], or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if "config" not in ckpt:  # the shipped heads: trained on the target, loaded onto it
+        raise ValueError(f"{path.name} holds heads, not a GPT: load them onto their target with "
+                         "load_drafter('medusa', target), ('hydra', target) or ('eagle', target)")
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
     state["lm_head.weight"] = state["wte.weight"]

@@ -111,8 +111,10 @@ def test_a_float64_target_decodes_with_every_method(shipped64, references, name)
 
 @pytest.mark.parametrize("name", METHODS)
 def test_model_double_after_load_drafter_decodes(name):
-    """load_drafter on the float32 target, THEN target.double(): the drafter (its own model, heads,
-    EAGLE head, cache) follows the target's dtype in reset; the output equals float64 generate."""
+    """load_drafter on the float32 target, THEN target.double(): the heads and the EAGLE head (and
+    their caches) follow the target's dtype in reset, since they read its features; a model
+    drafter's own network stays float32 (load_drafter makes it follow the target it is GIVEN:
+    tests/test_review_27b.py), its q's still verify exactly. The output equals float64 generate."""
     target = ms.load_model("target")
     drafter = ms.load_drafter(name, target)
     target.double()

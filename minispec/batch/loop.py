@@ -13,8 +13,8 @@ import torch
 from ..adaptive import as_policy
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter, pick, unsure
 from ..methods.fallback import FallbackDrafter
+from ..rounds import Step, check_args, check_prompt, finish, tokens_left
 from ..sampling import probs, sample
-from ..speculate import Step, check_args, check_prompt, finish, tokens_left
 from ..tree import Tree
 from ..verify import multi_draft_accept, verify_tree
 from .ragged import RaggedCache, feed
@@ -106,7 +106,7 @@ def batched(drafter, rows):
 
 
 def wants(prompts, contexts, max_new_tokens, eos_token):
-    """How many more tokens each row wants (speculate.tokens_left, row by row)."""
+    """How many more tokens each row wants (rounds.tokens_left, row by row)."""
     return [tokens_left(p, c, max_new_tokens, eos_token) for p, c in zip(prompts, contexts)]
 
 
@@ -114,10 +114,12 @@ def wants(prompts, contexts, max_new_tokens, eos_token):
 def generate_batch(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=None,
                    seed=0, eos_token=None, crop_prompt=False):
     """speculate.generate for a list of prompts: one target call a step for every row."""
-    max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token)
+    max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
     prompts = [check_prompt(model, p, max_new_tokens, crop_prompt) for p in ids]
-    g, cache = torch.Generator().manual_seed(seed), new_cache(model, len(prompts))
-    contexts, t0 = [list(p) for p in prompts], time.perf_counter()
+    g = torch.Generator().manual_seed(int(seed))
+    cache = new_cache(model, len(prompts))
+    contexts = [list(p) for p in prompts]
+    t0 = time.perf_counter()
     while any(wanted := wants(prompts, contexts, max_new_tokens, eos_token)):
         new = [c[L:] for c, L in zip(contexts, cache.lengths)]  # a finished row: its last, then []
         logits = feed(model, cache, new)[1]  # (B, T, V): one target call for every row
@@ -135,13 +137,16 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     """speculate.speculative_generate for a list of prompts -> a list of Results, one per prompt.
     The rows share gamma (a policy sees every row's rounds), the wall time and the draft calls."""
     policy, drafter = as_policy(gamma), as_drafter(drafter, target)
-    max_new_tokens = check_args(target, max_new_tokens, temperature, top_k, top_p, eos_token)
+    max_new_tokens = check_args(target, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
     prompts = [check_prompt(target, p, max_new_tokens, crop_prompt) for p in ids]
-    B, g = len(prompts), torch.Generator().manual_seed(seed)
+    B = len(prompts)
+    g = torch.Generator().manual_seed(int(seed))
     rows = batched(drafter, B)
     cache = new_cache(target, B, size=2 * target.config.block_size)
     policy.reset()
-    contexts, steps, t0 = [list(p) for p in prompts], [[] for _ in prompts], time.perf_counter()
+    contexts = [list(p) for p in prompts]
+    steps = [[] for _ in prompts]
+    t0 = time.perf_counter()
     while any(wanted := wants(prompts, contexts, max_new_tokens, eos_token)):
         # 1. draft: each row at most gamma tokens, and no more than it wants besides the target's
         gammas = [max(min(policy.gamma, w - 1), 0) for w in wanted]

@@ -39,10 +39,12 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
     """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
     max_windows non-overlapping windows spread evenly across it (so every held-out file counts)."""
     n = min(max_windows, (len(data) - 1) // block_size)
-    totals = torch.zeros(model.config.n_layer)
+    weight = model.wte.weight  # the windows, positions and sums follow its device and dtype
+    data = data.to(weight.device)
+    totals = weight.new_zeros(model.config.n_layer)
     for w in range(n):
         s = w * ((len(data) - 1) // n)
-        x = model.embed(data[s:s + block_size][None], torch.arange(block_size))
+        x = model.embed(data[s:s + block_size][None], torch.arange(block_size, device=data.device))
         for layer in range(model.config.n_layer):  # exit after each block: the shared ln_f and head
             x = model.blocks(x, layers=[layer])
             logits = model.lm_head(model.ln_f(x))[0]
@@ -62,6 +64,7 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     data = heldout() if data is None else data
     step = (len(data) - block_size) // windows if spread else block_size
     x = torch.stack([data[w * step:w * step + block_size] for w in range(windows)])  # (B, T)
-    p, q = F.softmax(target(x), -1), F.softmax(draft(x), -1)  # (B, T, V)
+    p = F.softmax(target(x.to(target.wte.weight.device)), -1)  # (B, T, V), on the target's device
+    q = F.softmax(draft(x.to(draft.wte.weight.device)), -1).to(p)  # the draft's, brought there
     top1 = (p.argmax(-1) == q.argmax(-1)).float().mean().item()
     return top1, torch.minimum(p, q).sum(-1).mean().item()

@@ -205,7 +205,9 @@ def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
     """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (both)."""
     import ipywidgets as w
     from IPython.display import display
-    lp, lq = (m(torch.tensor([encode(prompt)]))[0, -1].detach() for m in (target, draft))  # (V,)
+    ids = torch.tensor([encode(prompt)])
+    lp = target(ids.to(target.wte.weight.device))[0, -1].detach().cpu()  # (V,), plotted on the CPU
+    lq = draft(ids.to(draft.wte.weight.device))[0, -1].detach().cpu()  # (V,)
 
     def show(temperature):
         display(image(plot_pq, probs(lp, temperature), probs(lq, temperature), top=top,

@@ -94,7 +94,7 @@ class EagleDrafter(Drafter):
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         self.f = {}
-        if gamma < 1 or depth == 0 or not len(self.pending) and not self.n_ctx:
+        if gamma < 1 or depth == 0 or (not len(self.pending) and not self.n_ctx):
             return Tree()  # the last token, or nothing to read yet: no drafts
         if self.branching:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,

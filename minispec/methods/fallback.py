@@ -1,6 +1,7 @@
 """Two drafters, one after the other: ask `first`, and if it drafts nothing, ask `then`."""
 from ..drafters import Drafter, ModelDrafter
 from ..model import GPT
+from ..sampling import whole
 
 
 class FallbackDrafter(Drafter):
@@ -16,7 +17,7 @@ class FallbackDrafter(Drafter):
                              f"{type(first).__name__} and {type(then).__name__}")
         self.first = first
         self.then = then
-        self.then_gamma = then_gamma
+        self.then_gamma = None if then_gamma is None else whole(then_gamma, "then_gamma (or None)")
         self.vocab_size = first.vocab_size or then.vocab_size
         self.used = first  # the drafter of this round: it scores (early exit reuses its work)
 

@@ -38,6 +38,6 @@ def load_drafter(name, target, **options):
         source = load_heads(target, name)
     elif name == "eagle":
         source = load_eagle(target)
-    else:
-        source = load_model(name)
+    else:  # a draft follows the target's device and dtype, as the heads and EAGLE's head do
+        source = load_model(name).to(target.wte.weight)
     return as_drafter(kind(source, **options), target)
