@@ -1,6 +1,6 @@
 """minispec: speculative decoding, small enough to read and checked claim by claim.
 
-The core, in reading order: model, sampling, verify, tree, drafters, adaptive, speculate.
+The core, in reading order: model, sampling, verify, tree, drafters, adaptive, rounds, speculate.
 Beyond it: methods, batch, bridge (transformers, optional) and kit (viz, data, theory, the demo).
 """
 import sys
