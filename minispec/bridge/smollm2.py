@@ -87,7 +87,8 @@ def state_dict_of(reader, config):
 class Tokenizer:
     """SmolLM2's byte-level BPE and chat template, read from the same .gguf file.
 
-    chat(messages) -> ids of the conversation with the assistant's turn opened;
+    chat(messages) -> ids of the conversation with the assistant's turn opened; ask(text): one
+    user message;
     encode(text) -> ids (no special tokens added); decode(ids) -> text; eos: <|im_end|>'s id.
     """
 
@@ -99,6 +100,10 @@ class Tokenizer:
     def chat(self, messages):
         ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+    def ask(self, text):
+        """One user message -> chat(...) ids: what a prompt box in a notebook sends."""
+        return self.chat([{"role": "user", "content": text}])
 
     def encode(self, text):
         return self.hf(text, add_special_tokens=False)["input_ids"]

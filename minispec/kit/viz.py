@@ -32,11 +32,11 @@ def drafted(step):
     return out
 
 
-def trace_segments(steps, show_rejected=True):
+def trace_segments(steps, show_rejected=True, decode=decode):
     """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind:
     accepted (a kept draft), rejected (a discarded draft, struck through), correction (the
     target's token after a rejection), bonus (its free token after a fully kept draft).
-    ansi_trace (terminal), html_trace and plot_trace color them alike."""
+    ansi_trace (terminal), html_trace and plot_trace color them alike. decode: ids -> text."""
     out = []
     for s in steps:
         out += [(decode([t]), "accepted") for t in drafted(s)[:s.accepted]]
@@ -53,14 +53,14 @@ def ansi_trace(steps, show_rejected=False):
     return body + "\n\n" + legend
 
 
-def html_trace(steps, show_rejected=True):
+def html_trace(steps, show_rejected=True, decode=decode):
     """The trace as an HTML string (display it with IPython.display.HTML)."""
     def span(text, kind):
         style = f"color:{COLORS[kind]}"
         if kind == "rejected":
             style += ";text-decoration:line-through;opacity:0.6"
         return f'<span style="{style}" title="{kind}">{html.escape(text)}</span>'
-    body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected))
+    body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected, decode))
     legend = " ".join(span(k, k) for k in COLORS)
     return f'<pre style="white-space:pre-wrap">{body}</pre><div>{legend}</div>'
 
@@ -183,10 +183,11 @@ def controls(**widgets):
     return widgets
 
 
-def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperature=0.0, seed=0):
+def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperature=0.0, seed=0,
+                   encode=encode, decode=decode):
     """ipywidgets: gamma/temperature/prompt/seed -> rerun and redraw trace + acceptance per step.
 
-    prompts: a list of texts or a dict label -> text; gamma, temperature, seed: the opening view.
+    prompts: texts (or label -> text) for encode(text) -> ids; gamma, temperature, seed: the start.
     Example: trace_explorer(target, draft, ["def "])
     """
     import ipywidgets as w
@@ -195,7 +196,7 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperatu
     def show(gamma, temperature, prompt, seed):
         res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
                                    temperature, seed=seed, crop_prompt=True)
-        display(HTML(html_trace(res.steps)), image(plot_acceptance, res.steps))
+        display(HTML(html_trace(res.steps, True, decode)), image(plot_acceptance, res.steps))
     temperature = w.FloatSlider(temperature, min=0, max=2, step=0.1)
     return w.interactive(show, **controls(gamma=w.IntSlider(gamma, 1, 10), temperature=temperature,
                                           prompt=w.Dropdown(options=prompts), seed=w.IntText(seed)))
