@@ -1,90 +1,19 @@
-"""What training needs and decoding does not (kept out of the package): saving weights, random
-windows of the corpus, the target's features, every exit's logits, the losses of the early-exit
-target and of the Medusa / Hydra heads, and on-policy distillation's
-rollouts and divergences. Used by train.py, train_heads.py, train_eagle.py and distill_onpolicy.py.
+"""What training needs and decoding does not: saving weights, and, from the notebook kit
+(minispec/kit/training.py, where the notebooks run and show them), random windows of the corpus,
+the target's features, every exit's logits, the losses of the early-exit target and of the Medusa /
+Hydra heads, and on-policy distillation's rollouts and divergences. Used by train.py,
+train_heads.py, train_eagle.py, distill_onpolicy.py and eagle3_experiment.py.
 """
 import torch
-import torch.nn.functional as F
+
+from minispec.kit.training import (divergence, draft_rollouts, early_exit_loss, exit_logits,
+                                   get_batch, hidden_states, medusa_loss, unroll)
+
+__all__ = ["save_model", "get_batch", "hidden_states", "exit_logits", "early_exit_loss", "unroll",
+           "medusa_loss", "draft_rollouts", "divergence"]
 
 
 def save_model(model, path, **card):
     """Store weights in fp16 together with the config (and any notes for the model card)."""
     state = {k: v.half() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     torch.save({"config": vars(model.config), "state_dict": state, "card": card}, path)
-
-
-def get_batch(data, batch_size, block_size, generator):
-    """Random windows of a byte tensor: inputs x and next-byte targets y, both
-    (batch_size, block_size)."""
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
-    x = torch.stack([data[i:i + block_size] for i in ix])
-    y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
-    return x, y
-
-
-def hidden_states(model, idx):
-    """idx (B, T) -> ln_f(h_N) (B, T, C): what lm_head, the heads and EAGLE read."""
-    return model.features(idx)
-
-
-def exit_logits(model, idx):
-    """idx (B, T) -> [the logits after block l, through the shared ln_f and head, for l = 1..N]."""
-    x, out = model.embed(idx, torch.arange(idx.shape[1], device=idx.device)), []
-    for layer in range(model.config.n_layer):
-        x = model.blocks(x, layers=[layer])
-        out.append(model.lm_head(model.ln_f(x)))
-    return out
-
-
-def early_exit_loss(exits, y):
-    """LayerSkip's loss: final-layer cross-entropy plus the earlier exits, weighted l / N (deeper
-    exits count more), loss = CE(exit_N) + sum_{l<N} (l / N) CE(exit_l) / (N - 1).
-    -> (loss, [CE of each exit])"""
-    N = len(exits)
-    ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
-    early = sum(k / N * ce[k - 1] for k in range(1, N))  # exits 1..N-1 (the l of the formula)
-    return ce[-1] + early / max(N - 1, 1), ce
-
-
-def unroll(heads, h, x):
-    """Medusa / Hydra heads on h (B, T, C), the hidden states of x (B, T) -> [head i's logits at
-    t = 0..T-2-i: (B, T-1-i, V)]; Hydra's heads read the true tokens (teacher forcing)."""
-    T, z, out = x.shape[1], h, []
-    if not heads.sequential:
-        return [lg[:, :T - 1 - i] for i, lg in enumerate(heads(h[:, :T - 1]).unbind(-2))]
-    for i in range(len(heads.res)):  # head i reads the true token x_{t+1+i}
-        z = heads.advance(z[:, :T - 1 - i], i, x[:, 1 + i:])
-        out.append(heads.logits(z))
-    return out
-
-
-def medusa_loss(model, heads, x):
-    """Self-distillation (Medusa-1): head i at t matches the target's own p at t + 1 + i (the frozen
-    target's distribution of the token it guesses),
-        L = mean_i CE(p_{t+1+i}, softmax(logits_i(t)))."""
-    with torch.no_grad():
-        h = hidden_states(model, x)  # (B, T, C)
-        p = torch.softmax(model.lm_head(h), -1)  # (B, T, V)
-    out = unroll(heads, h, x)
-    ce = [-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean()
-          for i, lg in enumerate(out)]
-    return sum(ce) / len(out)
-
-
-@torch.no_grad()
-def draft_rollouts(model, prefixes, n_new, generator, temperature=1.0):
-    """Continue each prefix (B, P) by n_new bytes the draft samples itself -> (B, P + n_new)."""
-    cache = model.new_cache(prefixes.shape[0])
-    logits, out = model(prefixes, cache)[:, -1], [prefixes]
-    for _ in range(n_new):
-        token = torch.multinomial(F.softmax(logits / temperature, -1), 1, generator=generator)
-        out.append(token)
-        logits = model(token, cache)[:, -1]
-    return torch.cat(out, 1)
-
-
-def divergence(log_p, log_q, kind):
-    """Mean over positions of KL(p || q) (kind "kl") or TV(p, q) (kind "tv"); inputs (..., V)."""
-    if kind == "kl":
-        return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
-    return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()

@@ -1,7 +1,8 @@
 """The tooling that made the shipped weights (scripts/), smoke-tested at tiny sizes so that every
 weight file stays reproducible by the command the model card documents; the training pieces
-(scripts/training.py: every exit's logits, the early-exit and Medusa losses, the heads unrolled);
-and the benchmarks' helpers (score calibration, the speedup predicted with prefill, paired timing).
+(minispec.kit.training, which scripts/training.py re-exports: every exit's logits, the early-exit
+and Medusa losses, the heads unrolled); and the benchmarks' helpers (score calibration, the
+speedup predicted with prefill, paired timing).
 
 Training reads the local standard library (scripts/train.py: corpus_files); here the corpus is the
 shipped held-out text instead (fast, and the same on every machine). Nothing is written outside
@@ -9,6 +10,7 @@ tmp_path.
 """
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -266,6 +268,15 @@ def test_early_exit_loss_known_answer(training):
 @pytest.fixture
 def training(script):
     return script("training")
+
+
+def test_the_training_pieces_are_the_notebook_kits(training):
+    """scripts/training.py adds save_model and takes the rest from minispec.kit.training (where the
+    notebooks run and show them, shipped in the wheel): said once."""
+    from minispec.kit import training as kit
+    shared = [name for name in training.__all__ if name != "save_model"]
+    assert shared and all(getattr(training, name) is getattr(kit, name) for name in shared)
+    assert "def save_model" not in Path(kit.__file__).read_text()
 
 
 def random_heads(model, n, sequential, seed=0):
