@@ -8,9 +8,11 @@ Chat prompts of two kinds (written here, decoded with the model's chat template)
 (edit, rename, annotate or quote given code or text: the answer repeats the prompt) and free
 writing (nothing to copy). For each, at temperature 0 and 1, paired and alternating (the best of
 --repeats runs a side, minispec.kit.timing):
-  minispec   generate  vs  speculative_generate with prompt lookup, and with lookahead
-  transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma), temperature 0,
-             on the same weights (it dequantizes the same file), and its lookup against minispec's
+  minispec   generate  vs  speculative_generate with prompt lookup (matching 1- to 3-grams, its
+             default; and 2- to 3-grams only), and with lookahead (temperature 0)
+  transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma, its default 2- then
+             1-gram matching), temperature 0, on the same weights (it dequantizes the same file),
+             and its lookup against minispec's 2-3-gram lookup
 Every decode runs exactly --max-new-tokens tokens (no stop at <|im_end|>: the same work on both
 sides at temperature 1 too); at temperature 0 every output must equal minispec's greedy output.
 Then the cost profile: v(k) = (one forward over k new tokens) / (one over 1 token), k = 1..16, after
@@ -53,6 +55,16 @@ COPY = ["Rename the variable `scores` to `table` in this function and show the w
 FREE = ["Write a short story about a robot who learns to paint.",
         "Explain in a few paragraphs why the sky is blue.",
         "Give me five ideas for a birthday party for a ten-year-old."]
+
+
+METHODS = ["lookup", "lookup, 2-3-grams", "lookahead"]  # the last at temperature 0 only
+
+
+def drafter_for(name, model):
+    """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, or lookahead."""
+    if name == "lookahead":
+        return Lookahead(model)
+    return ms.load_drafter("lookup", model, min_n=2 if "2-3" in name else 1)
 
 
 def timed_pair(base, method, repeats):
@@ -102,33 +114,31 @@ def main():
         lines += [f"Noise band: +-{band:.1%}.", "",
                   "| method | T | kind | speedup median (min-max) | faster / slower / same | "
                   "tokens per call |", "|---|---|---|---|---|---|"]
-        for temperature in (0.0, 1.0):
-            for name in ("lookup", "lookahead"):
-                rows = {"copy": [], "free": []}
-                for kind, ids in prompts:
-                    drafter = (ms.load_drafter("lookup", model) if name == "lookup"
-                               else Lookahead(model))
+        for temperature, name in [(t, m) for t in (0.0, 1.0) for m in METHODS][:-1]:
+            rows = {"copy": [], "free": []}
+            for kind, ids in prompts:
+                drafter = drafter_for(name, model)
 
-                    def base(ids=ids):
-                        return ms.generate(model, ids, n, temperature=temperature)
+                def base(ids=ids):
+                    return ms.generate(model, ids, n, temperature=temperature)
 
-                    def method(ids=ids, drafter=drafter):
-                        return ms.speculative_generate(model, drafter, ids, n, gamma=gamma,
-                                                       temperature=temperature)
+                def method(ids=ids, drafter=drafter):
+                    return ms.speculative_generate(model, drafter, ids, n, gamma=gamma,
+                                                   temperature=temperature)
 
-                    b, m, ratio = timed_pair(base, method, args.repeats)
-                    if temperature == 0 and b.tokens != m.tokens:
-                        raise SystemExit(f"{name}: speculative output differs from greedy")
-                    rows[kind].append((ratio, m.stats.tokens_per_call))
-                    print(name, temperature, kind, f"{ratio:.2f}x", flush=True)
-                for kind, got in rows.items():
-                    ratios = [r for r, _ in got]
-                    tally = [sum(verdict(r, band) == v for r in ratios)
-                             for v in ("faster", "slower", "the same (within noise)")]
-                    tpc = statistics.median(t for _, t in got)
-                    lines.append(f"| {name} | {temperature:g} | {kind} | {spread(ratios)} | "
-                                 f"{tally[0]} / {tally[1]} / {tally[2]} of {len(ratios)} | "
-                                 f"{tpc:.2f} |")
+                b, m, ratio = timed_pair(base, method, args.repeats)
+                if temperature == 0 and b.tokens != m.tokens:
+                    raise SystemExit(f"{name}: speculative output differs from greedy")
+                rows[kind].append((ratio, m.stats.tokens_per_call))
+                print(name, temperature, kind, f"{ratio:.2f}x", flush=True)
+            for kind, got in rows.items():
+                ratios = [r for r, _ in got]
+                tally = [sum(verdict(r, band) == v for r in ratios)
+                         for v in ("faster", "slower", "the same (within noise)")]
+                tpc = statistics.median(t for _, t in got)
+                lines.append(f"| {name} | {temperature:g} | {kind} | {spread(ratios)} | "
+                             f"{tally[0]} / {tally[1]} / {tally[2]} of {len(ratios)} | "
+                             f"{tpc:.2f} |")
         if not args.no_hf:
             lines += hf_side(model, tok, prompts, n, gamma, args.repeats)
         ks = [1, 2, 4, 8, 12, 16]
@@ -156,7 +166,7 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
     hf.generation_config.eos_token_id = None  # exactly n tokens, as minispec's runs
     rows = {"copy": [], "free": []}
     for kind, ids in prompts:
-        drafter = ms.load_drafter("lookup", model)
+        drafter = drafter_for(METHODS[1], model)
         ref = ms.generate(model, ids, n).tokens
         theirs, ours, own = timed_pair(lambda ids=ids: hf_generate(hf, ids, n),
                                        lambda ids=ids: hf_generate(hf, ids, n, gamma),
