@@ -64,7 +64,7 @@ def test_load_gives_the_api(smol):
 
 def test_logits_and_greedy_text_equal_transformers(smol, prompts):
     """transformers dequantizes the same file its own way: the logits agree (the largest gap is
-    printed), and so does 32 tokens of greedy text on each prompt."""
+    printed), and so do 32 tokens of greedy text on a copy task and on free writing."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     from minispec.bridge import smollm2
@@ -77,7 +77,7 @@ def test_logits_and_greedy_text_equal_transformers(smol, prompts):
         gap = float((hf(x).logits - model(x)).abs().max())
         print(f"largest logit difference from transformers: {gap:.2e}")
         assert gap < 1e-3
-        for ids in prompts:
+        for ids in prompts[::2]:  # a copy task and free writing
             theirs = hf.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False,
                                  attention_mask=torch.ones(1, len(ids), dtype=torch.long))
             assert ms.generate(model, ids, 32).tokens == theirs[0, len(ids):].tolist()
@@ -124,7 +124,7 @@ class FixedQ(ms.Drafter):
 
 
 def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
-    """Temperature 1: the first token of speculative sampling, over 300 seeds, against the model's
+    """Temperature 1: the first token of speculative sampling, over 200 seeds, against the model's
     exact distribution (the most likely ids, and the rest pooled)."""
     model, tok = smol
     ids = tok.encode("My favourite animal is the")
@@ -133,14 +133,14 @@ def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
     top = p.topk(6).indices.tolist()
     drafter = FixedQ(top[1:4] + [int(p.argmin())], model.config.vocab_size)
     counts = torch.zeros(len(top) + 1)
-    for seed in range(300):
+    for seed in range(200):
         first = ms.speculative_generate(model, drafter, ids, 2, gamma=1, temperature=1.0,
                                         seed=seed).tokens[0]
         counts[top.index(first) if first in top else -1] += 1
     expected = torch.cat([p[top], 1 - p[top].sum(0, keepdim=True)])
     assert chi2_pvalue(counts, expected) > 1e-4
     lossy = torch.zeros_like(counts)  # negative control: keeping every draft is caught
-    for seed in range(300):
+    for seed in range(200):
         g = torch.Generator().manual_seed(seed)
         first = ms.sample(drafter.q, g)
         lossy[top.index(first) if first in top else -1] += 1
