@@ -4,17 +4,20 @@
     python benchmarks/real_model.py [--max-new-tokens 96] [--repeats 2] [--threads 2]
                                     [--gamma 8] [--out figures/real_model.md]
 
-Chat prompts of two kinds (written here, decoded with the model's chat template): copy-heavy ones
-(edit, rename, annotate or quote given code or text: the answer repeats the prompt) and free
-writing (nothing to copy). For each, paired and alternating (the best of
---repeats runs a side, minispec.kit.timing):
+Chat prompts of three kinds (written here, decoded with the model's chat template): code edits
+and prose edits (rename, annotate, correct, quote or reformat given code or text: a right answer
+repeats the prompt; the 135M model carries out the prose edits far more often than the code ones,
+which it mostly rewrites into other code) and free writing (nothing to copy). For each, paired
+and alternating (the best of --repeats runs a side, minispec.kit.timing):
   minispec   generate  vs  speculative_generate with prompt lookup (matching 1- to 3-grams, its
-             default; and 2- to 3-grams only, also at temperature 1), and with lookahead
+             default; 2- to 3-grams only, also at temperature 1; 2- to 3-grams with the +2/-1
+             draft-length schedule, ms.Heuristic), and with lookahead
   transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma, its default 2- then
              1-gram matching), temperature 0, on the same weights (it dequantizes the same file),
              and its lookup against minispec's 2-3-gram lookup
-Every decode runs exactly --max-new-tokens tokens (no stop at <|im_end|>: the same work on both
-sides at temperature 1 too); at temperature 0 every output must equal minispec's greedy output.
+At temperature 0 every decode stops at <|im_end|> (the answer's end, as a chat would) and every
+output must equal minispec's greedy output; at temperature 1 every decode runs exactly
+--max-new-tokens tokens (the same work on both sides).
 Then the cost profile: v(k) = (one forward over k new tokens) / (one over 1 token), k = 1..16, after
 a 300-token context, for SmolLM2 and for the tiny shipped target, measured here in the same run:
 a memory-bound model (v stays near 1) against a compute-bound one (v grows with k).
@@ -45,19 +48,29 @@ CODE = '''def load_scores(path):
 TEXT = ("The lighthouse stood at the end of a narrow spit of rock. Every evening the keeper "
         "climbed the ninety-two steps, trimmed the wick and wound the clockwork that turned the "
         "lens. Ships that passed in the night never saw him, only the beam sweeping the water.")
-COPY = ["Rename the variable `scores` to `table` in this function and show the whole function:\n\n"
-        + CODE,
-        "Add type hints to this function and show the whole function:\n\n" + CODE,
-        "Add a comment above every line of this function:\n\n" + CODE,
-        "Rewrite this function so that it skips empty lines, and show all of it:\n\n" + CODE,
-        "Quote the following paragraph exactly, then say what it is about:\n\n" + TEXT,
-        "Correct the spelling in this text and repeat it in full: " + TEXT.replace("the", "teh")]
+EMAIL = ("Hi Sam, thanks for sending the report on Friday. I read it over the weekend and I think "
+         "the numbers in the second table are off by one row. Could you check them before the "
+         "meeting on Tuesday? Best, Alex")
+CODE_EDITS = [  # the answer should repeat the code with a change; the 135M model mostly rewrites it
+    "Rename the variable `scores` to `table` in this function and show the whole function:\n\n"
+    + CODE,
+    "Add type hints to this function and show the whole function:\n\n" + CODE,
+    "Add a comment above every line of this function:\n\n" + CODE,
+    "Rewrite this function so that it skips empty lines, and show all of it:\n\n" + CODE]
+PROSE_EDITS = [  # the answer should repeat the text with a change (or none)
+    "Quote the following paragraph exactly, then say what it is about:\n\n" + TEXT,
+    "Correct the spelling in this text and repeat it in full: " + TEXT.replace("the", "teh"),
+    "Rewrite this email so that it is more polite:\n\n" + EMAIL,
+    "Repeat this email word for word, then summarise it in one sentence:\n\n" + EMAIL,
+    "Format this text as a bulleted list, one sentence per bullet:\n\n" + TEXT]
 FREE = ["Write a short story about a robot who learns to paint.",
         "Explain in a few paragraphs why the sky is blue.",
         "Give me five ideas for a birthday party for a ten-year-old."]
+KINDS = {"copy: code": CODE_EDITS, "copy: prose": PROSE_EDITS, "free": FREE}
+COPY = CODE_EDITS + PROSE_EDITS  # every copy-heavy prompt
 
 
-METHODS = ["lookup", "lookup, 2-3-grams", "lookahead"]
+METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead"]
 RUNS = [(0.0, m) for m in METHODS] + [(1.0, METHODS[1])]  # (temperature, method) pairs timed
 
 
@@ -66,6 +79,11 @@ def drafter_for(name, model):
     if name == "lookahead":
         return Lookahead(model)
     return ms.load_drafter("lookup", model, min_n=2 if "2-3" in name else 1)
+
+
+def policy_for(name, gamma):
+    """gamma tokens a round, or the +2/-1 schedule (ms.Heuristic) starting from gamma."""
+    return ms.Heuristic(gamma) if "+2/-1" in name else gamma
 
 
 def timed_pair(base, method, repeats):
@@ -101,14 +119,17 @@ def main():
     torch.set_num_threads(args.threads)
     n, gamma = args.max_new_tokens, args.gamma
     model, tok = smollm2.load()
-    prompts = [("copy", tok.chat([{"role": "user", "content": c}])) for c in COPY]
-    prompts += [("free", tok.chat([{"role": "user", "content": c}])) for c in FREE]
+    prompts = [(kind, tok.chat([{"role": "user", "content": c}]))
+               for kind, texts in KINDS.items() for c in texts]
+    sizes = [len(p) for _, p in prompts]
     lines = [f"# SmolLM2-135M-Instruct through minispec's loop ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/real_model.py --max-new-tokens {n} --repeats {args.repeats} "
-             f"--threads {args.threads} --gamma {gamma}`: {len(COPY)} copy-heavy and {len(FREE)} "
-             f"free-writing chat prompts ({min(len(p) for _, p in prompts)}-"
-             f"{max(len(p) for _, p in prompts)} tokens), {n} new tokens each, torch threads "
-             f"{args.threads}. Speedup = autoregressive time / method time, each the best of "
+             f"--threads {args.threads} --gamma {gamma}`: {len(CODE_EDITS)} code-editing, "
+             f"{len(PROSE_EDITS)} prose-editing and {len(FREE)} free-writing chat prompts "
+             f"({min(sizes)}-{max(sizes)} tokens), at most {n} new tokens each (temperature 0 "
+             "stops at <|im_end|>, the end of the answer, on both sides; temperature 1 runs "
+             f"exactly {n}, the same work on both sides), torch threads {args.threads}. "
+             "Speedup = autoregressive time / method time, each the best of "
              f"{args.repeats} alternating runs; per kind: median (min-max) over prompts, and how "
              "many prompts were faster / slower beyond the noise band (one decode timed against "
              "itself, measured in this run).", ""]
@@ -116,24 +137,27 @@ def main():
         band = noise_band(lambda: ms.generate(model, prompts[0][1], n), args.repeats, 2)
         lines += [f"Noise band: +-{band:.1%}.", "",
                   "| method | T | kind | speedup median (min-max) | faster / slower / same | "
-                  "tokens per call |", "|---|---|---|---|---|---|"]
+                  "tokens per call | per prompt |", "|---|---|---|---|---|---|---|"]
         for temperature, name in [(t, m) for t, m in RUNS if m in args.methods]:
-            rows = {"copy": [], "free": []}
+            rows = {kind: [] for kind in KINDS}
+            eos = tok.eos if temperature == 0 else None
             for kind, ids in prompts:
                 drafter = drafter_for(name, model)
 
                 def base(ids=ids):
-                    return ms.generate(model, ids, n, temperature=temperature)
+                    return ms.generate(model, ids, n, temperature=temperature, eos_token=eos)
 
                 def method(ids=ids, drafter=drafter):
-                    return ms.speculative_generate(model, drafter, ids, n, gamma=gamma,
-                                                   temperature=temperature)
+                    return ms.speculative_generate(model, drafter, ids, n,
+                                                   gamma=policy_for(name, gamma),
+                                                   temperature=temperature, eos_token=eos)
 
                 b, m, ratio = timed_pair(base, method, args.repeats)
                 if temperature == 0 and b.tokens != m.tokens:
                     raise SystemExit(f"{name}: speculative output differs from greedy")
                 rows[kind].append((ratio, m.stats.tokens_per_call))
                 print(name, temperature, kind, f"{ratio:.2f}x", flush=True)
+            rows["copy: all"] = rows["copy: code"] + rows["copy: prose"]
             for kind, got in rows.items():
                 ratios = [r for r, _ in got]
                 tally = [sum(verdict(r, band) == v for r in ratios)
@@ -141,7 +165,7 @@ def main():
                 tpc = statistics.median(t for _, t in got)
                 lines.append(f"| {name} | {temperature:g} | {kind} | {spread(ratios)} | "
                              f"{tally[0]} / {tally[1]} / {tally[2]} of {len(ratios)} | "
-                             f"{tpc:.2f} |")
+                             f"{tpc:.2f} | {', '.join(f'{r:.2f}' for r in ratios)} |")
         if not args.no_hf:
             lines += hf_side(model, tok, prompts, n, gamma, args.repeats)
         ks = [1, 2, 4, 8, 12, 16]
@@ -166,22 +190,23 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
     path = smollm2.gguf_path()
     hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                            dtype=torch.float32).eval()
-    hf.generation_config.eos_token_id = None  # exactly n tokens, as minispec's runs
-    rows = {"copy": [], "free": []}
+    hf.generation_config.eos_token_id = tok.eos  # stop at <|im_end|>, as minispec's runs at T = 0
+    rows = {kind: [] for kind in KINDS}
     for kind, ids in prompts:
         drafter = drafter_for(METHODS[1], model)
-        ref = ms.generate(model, ids, n).tokens
+        ref = ms.generate(model, ids, n, eos_token=tok.eos).tokens
         theirs, ours, own = timed_pair(lambda ids=ids: hf_generate(hf, ids, n),
                                        lambda ids=ids: hf_generate(hf, ids, n, gamma),
                                        repeats)
         _, mine, vs = timed_pair(lambda ids=ids: hf_generate(hf, ids, n, gamma),
                                  lambda ids=ids, d=drafter: ms.speculative_generate(
-                                     model, d, ids, n, gamma=gamma),
+                                     model, d, ids, n, gamma=gamma, eos_token=tok.eos),
                                  repeats)
         if not theirs == ours == mine.tokens == ref:
             print(f"note: transformers' greedy text differs from minispec's on a {kind} prompt")
         rows[kind].append((own, vs))
         print("hf", kind, f"{own:.2f}x", f"minispec vs hf lookup {vs:.2f}x", flush=True)
+    rows["copy: all"] = rows["copy: code"] + rows["copy: prose"]
     lines = ["", "## transformers on the same weights (temperature 0)", "",
              "| kind | transformers' prompt lookup vs its greedy | minispec's lookup vs "
              "transformers' lookup (>1: minispec faster) |", "|---|---|---|"]

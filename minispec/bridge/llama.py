@@ -120,13 +120,11 @@ class Attention(nn.Module):
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # the cache keeps keys already turned
         if cache is not None:
             k, v = cache.write(layer, k, v, start)  # (B, H_kv, S, hs)
-        S = k.shape[2]
-        if mask is None and 1 < T < S:  # causal: query i sees every key up to its own position
-            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
         if mask is not None and mask.dim() == 3:  # a mask per row (B, T, S): same for all heads
             mask = mask[:, None]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                           is_causal=mask is None and T == S > 1, enable_gqa=True)
+                                           is_causal=mask is None and T == k.shape[2] > 1,
+                                           enable_gqa=True)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -198,6 +196,9 @@ class Llama(nn.Module):
             pos = torch.arange(start, start + x.shape[1], device=x.device)
         c = self.config
         cos, sin = rope(pos, c.n_embd // c.n_head, c.rope_base, x.dtype)
+        T, S = x.shape[1], start + x.shape[1]
+        if mask is None and 1 < T < S:  # causal, once for all blocks: query i sees keys <= its own
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
         for i in range(c.n_layer) if layers is None else layers:
             x = self.h[i](x, cos, sin, cache, i, mask, start)
         if cache is not None:
