@@ -1,12 +1,15 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
 early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, the fallback of two
 drafters, and the registry of every shipped method (`load_drafter`)."""
+from .beam import BeamDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle
 from .early_exit import EarlyExitDrafter
 from .fallback import FallbackDrafter
 from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
 from .lookahead import Lookahead
 from .registry import load_drafter
+from .top_k import topk_accept
 
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
-           "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter"]
+           "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
+           "BeamDrafter", "topk_accept"]

@@ -3,6 +3,7 @@ import inspect
 
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from ..model import GPT, load_model
+from .beam import BeamDrafter
 from .eagle import EagleDrafter, load_eagle
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
@@ -10,7 +11,7 @@ from .heads import HeadDrafter, load_heads
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
-         "eagle": EagleDrafter}
+         "eagle": EagleDrafter, "beam": BeamDrafter}
 
 
 def load_drafter(name, target, **options):
@@ -20,7 +21,8 @@ def load_drafter(name, target, **options):
     "lookup" (PromptLookupDrafter); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
-    branching and width). Example: load_drafter("hydra", load_model("target"))
+    branching and width); "beam" (BeamDrafter: the draft's beam search, width and depth, as a
+    tree of guesses). Example: load_drafter("hydra", load_model("target"))
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
@@ -42,5 +44,5 @@ def load_drafter(name, target, **options):
     elif name == "eagle":
         source = load_eagle(target)
     else:  # a draft follows the target's device and dtype, as the heads and EAGLE's head do
-        source = load_model(name).to(target.wte.weight)
+        source = load_model("draft" if name == "beam" else name).to(target.wte.weight)
     return as_drafter(kind(source, **options), target)
