@@ -20,8 +20,9 @@ PROMPT = [0, 1, 2, 1]
 def random_llama(vocab_size=3, n_layer=2, n_embd=8, n_head=2, n_kv_head=1, seed=0, std=0.5,
                  block_size=32):
     """A random Llama with peaked next-token distributions (std 0.5, as conftest's GPTs)."""
-    config = LlamaConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
-                         n_kv_head=n_kv_head, n_embd=n_embd, n_hidden=2 * n_embd, rope_base=100.0)
+    config = LlamaConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
+                         n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, n_hidden=2 * n_embd,
+                         rope_base=100.0)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Llama(config)
