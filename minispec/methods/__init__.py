@@ -6,10 +6,11 @@ from .eagle import EagleDrafter, EagleHead, load_eagle
 from .early_exit import EarlyExitDrafter
 from .fallback import FallbackDrafter
 from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
+from .layer_skip import LayerSkipDrafter
 from .lookahead import Lookahead
 from .registry import load_drafter
 from .top_k import topk_accept
 
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
-           "BeamDrafter", "topk_accept"]
+           "BeamDrafter", "topk_accept", "LayerSkipDrafter"]

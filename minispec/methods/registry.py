@@ -7,11 +7,12 @@ from .beam import BeamDrafter
 from .eagle import EagleDrafter, load_eagle
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
+from .layer_skip import LayerSkipDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
-         "eagle": EagleDrafter, "beam": BeamDrafter}
+         "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter}
 
 
 def load_drafter(name, target, **options):
@@ -22,12 +23,13 @@ def load_drafter(name, target, **options):
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width); "beam" (BeamDrafter: the draft's beam search, width and depth, as a
-    tree of guesses). Example: load_drafter("hydra", load_model("target"))
+    tree of guesses); "layer_skip" (LayerSkipDrafter: middle blocks skipped, the set given as
+    skip or searched on each prompt). Example: load_drafter("hydra", load_model("target"))
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    if name not in ("lookup", "early_exit") and not isinstance(target, GPT):
+    if name not in ("lookup", "early_exit", "layer_skip") and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
                          f"none exists for a {type(target).__name__}: use 'lookup' or Lookahead")
     takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
@@ -39,6 +41,8 @@ def load_drafter(name, target, **options):
         return as_drafter(PromptLookupDrafter(**options), target)
     if name == "early_exit":
         return as_drafter(EarlyExitDrafter(target, **{"k": 2, **options}), target)
+    if name == "layer_skip":
+        return as_drafter(LayerSkipDrafter(target, **options), target)
     if name in ("medusa", "hydra"):
         source = load_heads(target, name)
     elif name == "eagle":
