@@ -1,4 +1,8 @@
-"""Notebook 01, exercise "predict the rounds": a reference solution and a classic wrong answer."""
+"""Notebook 01's exercises, "predict the rounds" and "the round": reference solutions and classic
+wrong answers (tests/test_exercises.py checks that each check rejects every wrong one)."""
+import torch
+
+import minispec as ms
 
 
 def solution(a, gamma, n_tokens):
@@ -24,3 +28,134 @@ def wrong(a, gamma, n_tokens):
         rounds.append(kept)
         t += kept + 1
     return rounds
+
+
+# Exercise "the round": speculative_round(target, draft, context, cache, gamma, generator,
+# temperature, top_k, top_p) -> the round's new tokens (the kept drafts, then the target's token).
+
+
+def solution_round(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                   top_p=None):
+    """Draft gamma tokens, each drawn from the warped q it is recorded with; one target call on
+    the tokens the cache has not seen and the drafts; the rule; the cache cropped to the context
+    and the kept drafts."""
+    drafts, q = [], []
+    for _ in range(gamma):
+        logits = draft(torch.tensor([context + drafts]))[0, -1]           # (V,)
+        q.append(ms.probs(logits, temperature, top_k, top_p))
+        drafts.append(ms.sample(q[-1], generator))
+    new = context[cache.length:] + drafts
+    logits = target(torch.tensor([new]), cache)[0, -gamma - 1:]           # (gamma + 1, V)
+    p = ms.probs(logits, temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, torch.stack(q), p, generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def wrong_round(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                top_p=None):
+    """The classic mistake: each draft drawn from the warped q, but the raw softmax recorded."""
+    drafts, q = [], []
+    for _ in range(gamma):
+        logits = draft(torch.tensor([context + drafts]))[0, -1]
+        q.append(torch.softmax(logits, -1))
+        drafts.append(ms.sample(ms.probs(logits, temperature, top_k, top_p), generator))
+    new = context[cache.length:] + drafts
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1:], temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, torch.stack(q), p, generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def _drafts(draft, context, gamma, generator, temperature, top_k, top_p):
+    """Right drafting (each token drawn from the warped q recorded with it), for the wrong rounds
+    below that go wrong elsewhere."""
+    drafts, q = [], []
+    for _ in range(gamma):
+        logits = draft(torch.tensor([context + drafts]))[0, -1]
+        q.append(ms.probs(logits, temperature, top_k, top_p))
+        drafts.append(ms.sample(q[-1], generator))
+    return drafts, torch.stack(q)
+
+
+def no_rollback(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                top_p=None):
+    """Wrong: the cache keeps the rejected drafts' keys and values (no crop)."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    new = context[cache.length:] + drafts
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1:], temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, q, p, generator)
+    return drafts[:n] + [token]
+
+
+def p_off_by_one(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                 top_p=None):
+    """Wrong: p sliced one row early, (gamma + 1) rows ending at the last draft's, so each draft
+    is judged by the distribution before the token it follows."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    new = context[cache.length:] + drafts
+    logits = target(torch.tensor([new]), cache)[0, -gamma - 2:-1]
+    n, token = ms.speculative_accept(drafts, q, ms.probs(logits, temperature, top_k, top_p),
+                                     generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def bonus_wrong_row(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                    top_p=None):
+    """Wrong: the rule written out, with the bonus drawn from p[i], the last draft's row, not from
+    the row after every draft."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    new = context[cache.length:] + drafts
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1:], temperature, top_k, top_p)
+    n, token = gamma, None
+    for i, x in enumerate(drafts):
+        if not torch.rand((), generator=generator) < ms.accept_prob(p[i, x], q[i, x]):
+            n, token = i, ms.sample(ms.residual(p[i], q[i]), generator)
+            break
+    if token is None:
+        token = ms.sample(p[i], generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def raw_p(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+          top_p=None):
+    """Wrong: q warped, but the target's p left as the raw softmax (the output follows the target
+    at temperature 1, not at the temperature asked for)."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    new = context[cache.length:] + drafts
+    p = torch.softmax(target(torch.tensor([new]), cache)[0, -gamma - 1:], -1)
+    n, token = ms.speculative_accept(drafts, q, p, generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def greedy_draft_soft_q(target, draft, context, cache, gamma, generator, temperature=1.0,
+                        top_k=None, top_p=None):
+    """Wrong: the drafts are the draft's argmax, but the soft warped q is recorded as if sampled."""
+    drafts, q = [], []
+    for _ in range(gamma):
+        logits = draft(torch.tensor([context + drafts]))[0, -1]
+        q.append(ms.probs(logits, temperature, top_k, top_p))
+        drafts.append(int(q[-1].argmax()))
+    new = context[cache.length:] + drafts
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1:], temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, torch.stack(q), p, generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def no_cache(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+             top_p=None):
+    """Wrong: the right law, but the target rereads the whole context every round (its cache is
+    never used: the round the exercise asks for costs one call on the new tokens only)."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    logits = target(torch.tensor([context + drafts]))[0, -gamma - 1:]
+    n, token = ms.speculative_accept(drafts, q, ms.probs(logits, temperature, top_k, top_p),
+                                     generator)
+    return drafts[:n] + [token]
+
+
+more_wrong_round = [no_rollback, p_off_by_one, bonus_wrong_row, raw_p, greedy_draft_soft_q,
+                    no_cache]

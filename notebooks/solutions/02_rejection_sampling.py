@@ -1,4 +1,5 @@
-"""Notebook 02, exercise "verify a guess that has no distribution": a reference solution and a classic wrong answer."""
+"""Notebook 02's exercises, "the rule over gamma drafts" (`*_rule`) and "verify a guess that has no
+distribution": reference solutions and classic wrong answers (tests/test_exercises.py)."""
 import torch
 
 import minispec as ms
@@ -28,3 +29,83 @@ def global_rng(x, p, generator):
 
 
 more_wrong = [global_rng]  # found by a review: the check must reject these too (tests/test_exercises.py)
+
+
+# Exercise "the rule": accept(draft_tokens, q, p, generator) -> (n accepted, the target's token).
+
+def solution_rule(draft_tokens, q, p, generator):
+    """Keep x_i with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection draw from the
+    residual norm(max(0, p_i - q_i)); if every draft is kept, the bonus comes from p's last row."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def wrong_rule(draft_tokens, q, p, generator):
+    """The classic mistake: at a rejection, draw the replacement from p itself, not the residual
+    (the rejected token can come back, and the tokens q over-proposes come out too often)."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        return i, ms.sample(p[i], generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def unnormalised_residual(draft_tokens, q, p, generator):
+    """Wrong: the residual max(0, p - q) sampled as it is. torch.multinomial renormalises any
+    weights, so the law is right; the check asks for a distribution (it sums to 1) and looks."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        return i, ms.sample(torch.clamp(p[i] - q[i], min=0), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def reversed_residual(draft_tokens, q, p, generator):
+    """Wrong: the residual the wrong way round, norm(max(0, q - p)): the tokens q over-proposes."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(q[i] - p[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def bonus_wrong_row(draft_tokens, q, p, generator):
+    """Wrong: the bonus drawn from p[i], the loop variable left at the last draft's row (gamma - 1),
+    not from the row after every draft (gamma)."""
+    i = 0
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[i], generator)
+
+
+def deterministic_accept(draft_tokens, q, p, generator):
+    """Wrong: keep x_i exactly when p_i(x_i) >= q_i(x_i), with no coin (a draft with p < q is
+    always rejected, where the rule keeps it with probability p / q)."""
+    for i, x in enumerate(draft_tokens):
+        if p[i, x] >= q[i, x]:
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def global_rng_rule(draft_tokens, q, p, generator):
+    """Wrong: the right rule, with its coins from torch's global generator, not `generator`."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand(()) < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
+                   global_rng_rule]
