@@ -95,7 +95,8 @@ class Fallbacks:
 
 def batched(drafter, rows):
     """The batched form of a drafter that batches, or a ValueError that says which do."""
-    if isinstance(drafter, ModelDrafter) and drafter.branching is None:
+    own = isinstance(drafter, ModelDrafter) and type(drafter).draft is ModelDrafter.draft
+    if own and drafter.branching is None:  # a subclass that drafts its own way drafts alone
         return Chains(drafter, rows)
     if isinstance(drafter, PromptLookupDrafter):
         return Lookups(drafter, rows)

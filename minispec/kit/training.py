@@ -1,11 +1,17 @@
 """The training pieces the notebooks run and show (06: every exit's logits and the early-exit loss;
-07: the heads unrolled and their loss; 04: on-policy distillation's rollouts and divergences), with
-random windows of a byte text and the target's features. They ship with the package so that a
-notebook on Colab needs nothing else; scripts/training.py adds saving weights and the training
-scripts import the rest from here.
+07: the heads unrolled and their loss; 04: on-policy distillation's rollouts and divergences; 08:
+the rounds the learned stop's head is fitted on, its reliability), with random windows of a byte
+text and the target's features. They ship with the package so that a notebook on Colab needs
+nothing else; scripts/training.py adds saving weights and the training scripts import the rest
+from here.
 """
 import torch
 import torch.nn.functional as F
+
+from ..drafters import ModelDrafter
+from ..methods.learned_stop import stop_features
+from ..sampling import probs
+from ..speculate import speculative_generate
 
 
 def get_batch(data, batch_size, block_size, generator):
@@ -83,3 +89,54 @@ def divergence(log_p, log_q, kind):
     if kind == "kl":
         return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
     return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()
+
+
+class RoundLogger(ModelDrafter):
+    """A fixed chain of gamma drafts that logs one row per drafted token after each round: (f,
+    label, depth), f the learned stop's features (methods.learned_stop.stop_features) and label
+    the chance the target keeps the token GIVEN the drafts before it, from that round's logits:
+    T = 0: 1 if it is the target's argmax, else 0; T > 0: min(1, p(x) / q(x)), the acceptance
+    probability (soft: the sampled coin's expectation). rows: the list it appends to."""
+
+    def __init__(self, model, temperature, rows):
+        super().__init__(model)
+        self.temperature = temperature
+        self.rows = rows
+
+    def accept(self, context, tree, path, hidden, logits):
+        super().accept(context, tree, path, hidden, logits)
+        n = len(tree.tokens)
+        if not n:
+            return
+        seq = torch.tensor([list(context) + tree.tokens], device=self.model.wte.weight.device)
+        q_logits = self.model(seq)[0, len(context) - 1:-1]  # (n, V): the draft's, as it drafted
+        p = probs(logits[-(n + 1):-1].double(), self.temperature).cpu()  # (n, V): the target's
+        for d, x in enumerate(tree.tokens):
+            if self.temperature == 0:
+                label = float(int(p[d].argmax()) == x)
+            else:  # tree.q[d - 1]: the q node d was drawn from
+                label = min(1.0, float(p[d, x] / tree.q[d - 1].double()[x]))
+            self.rows.append((stop_features(q_logits[d], x), label, d))
+
+
+def acceptance_rows(target, draft, prompts, temperature, new_tokens=64, gamma=8):
+    """Rounds of fixed chains of gamma drafts through the loop after each prompt (seed i for prompt
+    i) -> features (N, 3), labels (N,), depths (N,) of every drafted token."""
+    rows = []
+    for i, ids in enumerate(prompts):
+        speculative_generate(target, RoundLogger(draft, temperature, rows), ids, new_tokens,
+                             gamma=gamma, temperature=temperature, seed=i)
+    return (torch.stack([r[0] for r in rows]), torch.tensor([r[1] for r in rows]),
+            torch.tensor([r[2] for r in rows]))
+
+
+def reliability(a, y, edges=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)):
+    """Predicted chances a (N,) against observed labels y (N,), binned by a -> rows (low, high,
+    count, mean a, mean y), one per non-empty bin: a calibrated head has mean a ~ mean y."""
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = (a >= lo) & ((a < hi) if hi < edges[-1] else (a <= hi))
+        if inside.any():
+            mean_a, mean_y = float(a[inside].mean()), float(y[inside].mean())
+            out.append((lo, hi, int(inside.sum()), mean_a, mean_y))
+    return out

@@ -8,11 +8,13 @@ from .eagle import EagleDrafter, load_eagle
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
 from .layer_skip import LayerSkipDrafter
+from .learned_stop import LearnedStopDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
-         "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter}
+         "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
+         "learned_stop": LearnedStopDrafter}
 
 
 def load_drafter(name, target, **options):
@@ -24,7 +26,8 @@ def load_drafter(name, target, **options):
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width); "beam" (BeamDrafter: the draft's beam search, width and depth, as a
     tree of guesses); "layer_skip" (LayerSkipDrafter: middle blocks skipped, the set given as
-    skip or searched on each prompt). Example: load_drafter("hydra", load_model("target"))
+    skip or searched on each prompt); "learned_stop" (LearnedStopDrafter: the draft's chain ended
+    by SpecDec++'s learned stop, option threshold). Example: load_drafter("hydra", target)
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
@@ -48,5 +51,6 @@ def load_drafter(name, target, **options):
     elif name == "eagle":
         source = load_eagle(target)
     else:  # a draft follows the target's device and dtype, as the heads and EAGLE's head do
-        source = load_model("draft" if name == "beam" else name).to(target.wte.weight)
+        model = "draft" if name in ("beam", "learned_stop") else name
+        source = load_model(model).to(target.wte.weight)
     return as_drafter(kind(source, **options), target)

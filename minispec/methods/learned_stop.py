@@ -1,0 +1,112 @@
+"""A learned stop: SpecDec++ (Huang et al. 2024; survey section 2.1.2, a head that predicts
+acceptance and decides when to stop drafting).
+
+After drafting x_i, a small acceptance head predicts the chance that the target keeps it, given
+that it keeps x_1..x_{i-1}:
+
+    a_i = sigmoid(w_T . f_i + b_T),    f_i = [max_x q~_i(x), H(q~_i), q~_i(x_i)],
+
+where q~_i is the draft's softmax at temperature 1 (its raw confidence: at temperature 0 the q
+the token is drawn from is one-hot and says nothing) and (w_T, b_T) is one of two weight rows, for
+greedy (T = 0) and sampled (T > 0) decoding. prod_{j<=i} a_j is then the predicted chance that
+the whole chain so far is kept, and SpecDec++'s stopping rule ends the round once the predicted
+chance that SOME drafted token of it is rejected passes a threshold h:
+
+    stop after x_i  if  1 - prod_{j<=i} a_j > h      (or once gamma tokens are drafted).
+
+The head is a logistic regression on 3 features (8 numbers), fitted on rounds of the shipped
+pair by scripts/train_learned_stop.py and shipped as minispec/weights/learned_stop.pt.
+"""
+import numbers
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from ..drafters import ModelDrafter, pick
+from ..model import WEIGHTS_DIR
+from ..tree import Tree
+
+FEATURES = ("max_prob", "entropy", "token_prob")  # f_i, in this order
+
+
+def stop_features(logits, token):
+    """The draft's logits (V,) at a step and the token it drafted -> f (3,): its max softmax
+    probability, the softmax's entropy (nats) and the drafted token's probability, at T = 1."""
+    logp = torch.log_softmax(logits.detach().float().cpu(), -1)  # (V,)
+    p = logp.exp()
+    entropy = -(p * logp).sum()
+    return torch.stack([p.max(), entropy, p[token]])
+
+
+class AcceptanceHead(nn.Module):
+    """a = sigmoid(w_T . f + b_T): the predicted chance that a drafted token is kept. Row 0 of
+    weight / bias is for greedy decoding (T = 0), row 1 for sampling (T > 0).
+    Example: AcceptanceHead()(stop_features(logits, token), sampled=False) -> a tensor in (0, 1)"""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(2, len(FEATURES)))
+        self.bias = nn.Parameter(torch.zeros(2))
+
+    def forward(self, f, sampled):
+        """f (..., 3) -> a (...); sampled: temperature > 0 (a bool, or a (...) bool tensor)."""
+        row = torch.as_tensor(sampled).long()
+        return torch.sigmoid((f * self.weight[row]).sum(-1) + self.bias[row])
+
+
+def load_stop_head(path=None):
+    """The shipped acceptance head (or a saved file's), fp16 on disk, float32 here."""
+    path = Path(path or WEIGHTS_DIR / "learned_stop.pt")
+    if not path.exists():
+        raise ValueError(f"no acceptance head at {path}: give a saved file's path, or None for "
+                         "the shipped head")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if tuple(ckpt["features"]) != FEATURES:
+        raise ValueError(f"{path} was fitted on features {ckpt['features']}, not {FEATURES}")
+    head = AcceptanceHead()
+    head.load_state_dict({k: v.float() for k, v in ckpt["state_dict"].items()})
+    return head.requires_grad_(False).eval()
+
+
+class LearnedStopDrafter(ModelDrafter):
+    """A model drafter's chain that ends with SpecDec++'s stop: after the first token at which
+    1 - prod_j a_j > threshold (that token is still proposed), or at gamma tokens. threshold 1
+    never stops early (a fixed gamma); threshold 0 stops after the first token unless the head
+    is sure (a = 1). head: an AcceptanceHead (None: the shipped one, fitted on the shipped pair).
+    Example: speculative_generate(target, LearnedStopDrafter(draft, threshold=0.6), ids, gamma=8)
+    """
+
+    def __init__(self, model, head=None, threshold=0.5):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+            raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+        if not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be in [0, 1] (a chance of a rejection), got "
+                             f"{threshold}")
+        if head is not None and not isinstance(head, AcceptanceHead):
+            raise ValueError(f"head must be an AcceptanceHead or None, got {type(head).__name__}")
+        super().__init__(model)
+        self.head = load_stop_head() if head is None else head
+        self.threshold = threshold
+
+    @torch.inference_mode()
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        super().draft(context, 0)  # ModelDrafter's bookkeeping: keep the cached shared prefix
+        tokens, qs, all_kept = [], [], 1.0
+        new = context[self.cache.length:]  # catch up on the context, then one token a step
+        while len(tokens) < (gamma if depth is None else min(gamma, depth)):
+            idx = torch.tensor([new], device=self.model.wte.weight.device)
+            logits = self.model(idx, self.cache)[0, -1]  # (V,)
+            self.calls += 1
+            token, q = pick(logits, temperature, top_k, top_p, generator)
+            tokens.append(token)
+            qs.append(q)
+            all_kept *= float(self.head(stop_features(logits, token), temperature > 0))
+            # Lossless: the stop reads only the draft's logits and tokens, never the target's
+            # verdict, so each emitted token is still a verified draft or a draw from p.
+            if 1 - all_kept > self.threshold:
+                break
+            new = [token]
+        self.cached += tokens  # the cache holds context + tokens[:-1]
+        return Tree.chain(tokens, qs)
