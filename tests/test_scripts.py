@@ -112,7 +112,8 @@ def test_the_model_card_documents_a_command_for_every_weight_file():
     documented = {"target.pt": "--model target", "draft.pt": "--model draft",
                   "draft_distilled.pt": "--distill", "medusa_heads.pt": "train_heads.py --steps",
                   "draft_onpolicy.pt": "distill_onpolicy.py --divergence tv",
-                  "hydra_heads.pt": "--sequential", "learned_stop.pt": "train_learned_stop.py"}
+                  "hydra_heads.pt": "--sequential", "learned_stop.pt": "train_learned_stop.py",
+                  "eagle_smollm2.pt": "train_eagle_smollm2.py"}
     lines = card.splitlines()
     for f in sorted(p.name for p in WEIGHTS_DIR.glob("*.pt")):
         assert f in documented or f == "eagle_head.pt", f"{f}: add it to this test and the card"

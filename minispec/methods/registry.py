@@ -5,6 +5,7 @@ from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from ..model import GPT, load_model
 from .beam import BeamDrafter
 from .eagle import EagleDrafter, load_eagle
+from .eagle_llama import EagleLlamaDrafter, load_eagle_llama
 from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
 from .layer_skip import LayerSkipDrafter
@@ -24,15 +25,16 @@ def load_drafter(name, target, **options):
     "lookup" (PromptLookupDrafter); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
-    branching and width); "beam" (BeamDrafter: the draft's beam search, width and depth, as a
-    tree of guesses); "layer_skip" (LayerSkipDrafter: middle blocks skipped, the set given as
+    branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
+    (BeamDrafter: the draft's beam search, width and depth, as a tree of guesses); "layer_skip"
+    (LayerSkipDrafter: middle blocks skipped, the set given as
     skip or searched on each prompt); "learned_stop" (LearnedStopDrafter: the draft's chain ended
     by SpecDec++'s learned stop, option threshold). Example: load_drafter("hydra", target)
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    if name not in ("lookup", "early_exit", "layer_skip") and not isinstance(target, GPT):
+    if name not in ("lookup", "early_exit", "layer_skip", "eagle") and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
                          f"none exists for a {type(target).__name__}: use 'lookup' or Lookahead")
     takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
@@ -48,6 +50,8 @@ def load_drafter(name, target, **options):
         return as_drafter(LayerSkipDrafter(target, **options), target)
     if name in ("medusa", "hydra"):
         source = load_heads(target, name)
+    elif name == "eagle" and not isinstance(target, GPT):  # SmolLM2's head, or a ValueError
+        return as_drafter(EagleLlamaDrafter(load_eagle_llama(target), **options), target)
     elif name == "eagle":
         source = load_eagle(target)
     else:  # a draft follows the target's device and dtype, as the heads and EAGLE's head do
