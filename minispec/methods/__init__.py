@@ -9,8 +9,9 @@ from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
 from .layer_skip import LayerSkipDrafter
 from .lookahead import Lookahead
 from .registry import load_drafter
+from .streaming import StreamingDrafter
 from .top_k import topk_accept
 
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
-           "BeamDrafter", "topk_accept", "LayerSkipDrafter"]
+           "BeamDrafter", "topk_accept", "LayerSkipDrafter", "StreamingDrafter"]

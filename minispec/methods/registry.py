@@ -10,12 +10,13 @@ from .early_exit import EarlyExitDrafter
 from .heads import HeadDrafter, load_heads
 from .layer_skip import LayerSkipDrafter
 from .learned_stop import LearnedStopDrafter
+from .streaming import StreamingDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
-         "learned_stop": LearnedStopDrafter}
+         "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
 
 
 def load_drafter(name, target, **options):
@@ -29,12 +30,15 @@ def load_drafter(name, target, **options):
     (BeamDrafter: the draft's beam search, width and depth, as a tree of guesses); "layer_skip"
     (LayerSkipDrafter: middle blocks skipped, the set given as
     skip or searched on each prompt); "learned_stop" (LearnedStopDrafter: the draft's chain ended
-    by SpecDec++'s learned stop, option threshold). Example: load_drafter("hydra", target)
+    by SpecDec++'s learned stop, option threshold); "streaming" (StreamingDrafter: the target
+    drafting with attention sinks and a recent window of its cache, options sinks, window).
+    Example: load_drafter("hydra", target)
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    if name not in ("lookup", "early_exit", "layer_skip", "eagle") and not isinstance(target, GPT):
+    if name not in ("lookup", "early_exit", "layer_skip", "streaming", "eagle") \
+            and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
                          f"none exists for a {type(target).__name__}: use 'lookup' or Lookahead")
     takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
@@ -46,8 +50,8 @@ def load_drafter(name, target, **options):
         return as_drafter(PromptLookupDrafter(**options), target)
     if name == "early_exit":
         return as_drafter(EarlyExitDrafter(target, **{"k": 2, **options}), target)
-    if name == "layer_skip":
-        return as_drafter(LayerSkipDrafter(target, **options), target)
+    if name in ("layer_skip", "streaming"):  # the target drafts for itself
+        return as_drafter(kind(target, **options), target)
     if name in ("medusa", "hydra"):
         source = load_heads(target, name)
     elif name == "eagle" and not isinstance(target, GPT):  # SmolLM2's head, or a ValueError
