@@ -15,7 +15,7 @@ from minispec.methods import EagleDrafter
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 SHIPPED = ["draft", "draft_distilled", "draft_onpolicy", "lookup", "early_exit", "medusa", "hydra",
-           "eagle", "layer_skip"]
+           "eagle", "layer_skip", "beam", "learned_stop", "streaming"]
 
 
 @pytest.fixture(scope="module")

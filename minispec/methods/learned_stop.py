@@ -86,7 +86,7 @@ class LearnedStopDrafter(ModelDrafter):
         if head is not None and not isinstance(head, AcceptanceHead):
             raise ValueError(f"head must be an AcceptanceHead or None, got {type(head).__name__}")
         super().__init__(model)
-        self.head = load_stop_head() if head is None else head
+        self.head = (load_stop_head() if head is None else head).to(model.wte.weight)  # its dtype
         self.threshold = threshold
 
     @torch.inference_mode()
