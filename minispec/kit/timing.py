@@ -6,7 +6,9 @@ as the best of a few runs, and the runs alternate (base, method, base, method, .
 spell hits both (`paired`). Even so two timings of the *same* work differ: `noise_band` measures by
 how much, now, by timing one decode against itself, and `verdict` calls a ratio faster or slower
 only outside that band. Per-prompt ratios are often bimodal (a prompt that repeats itself is another
-regime), so `compare` reports the median and the spread, never the median alone.
+regime), so `compare` measures the band on every prompt, reports the median and the spread, and
+calls a method faster only when every prompt was faster beyond the band (`agreement`): with 3
+prompts, 2 faster and 1 slower is "mixed", whatever the median says.
 """
 import statistics
 import time
@@ -62,6 +64,20 @@ def verdict(ratio, band):
     return "the same (within noise)"
 
 
+def agreement(ratios, band):
+    """Per-prompt speedups against one band -> (verdict, "faster on 2, slower on 1 of 3 prompts").
+    The verdict is "faster" or "slower" only when every prompt says so beyond the band, "the same
+    (within noise)" when every prompt is inside it, and "mixed" otherwise: one prompt slower
+    beyond the band is enough to withhold "faster", whatever the median."""
+    if not ratios:
+        raise ValueError("agreement needs at least one ratio")
+    said = [verdict(r, band) for r in ratios]
+    labels = {"faster": "faster", "slower": "slower", "the same (within noise)": "within noise"}
+    parts = [f"{short} on {said.count(word)}" for word, short in labels.items() if word in said]
+    counts = f"{', '.join(parts)} of {len(said)} prompt{'s' if len(said) > 1 else ''}"
+    return (said[0] if said.count(said[0]) == len(said) else "mixed"), counts
+
+
 @dataclass
 class Comparison:
     """What `compare` measured: per-item speedups (base time / method time), the base's and the
@@ -77,21 +93,26 @@ class Comparison:
 
     @property
     def verdict(self):
-        return verdict(self.median, self.band)
+        """"faster" / "slower" only when every item agrees beyond the band; else "mixed" or
+        "the same (within noise)" (see `agreement`)."""
+        return agreement(self.ratios, self.band)[0]
 
     def __str__(self):
-        return f"{spread(self.ratios)}: {self.verdict} (noise band +-{self.band:.0%})"
+        said, counts = agreement(self.ratios, self.band)
+        return f"{spread(self.ratios)}: {said}, {counts} (noise band +-{self.band:.0%})"
 
 
 def compare(base, method, items, repeats=3, band=None):
     """Time base(item) against method(item) for each item with `paired` -> a Comparison (print it
-    for "median (min-max): verdict (noise band)"). band: a noise band measured earlier in the same
-    run; by default it is measured here, on base(items[0])."""
+    for "median (min-max): verdict, faster on k of n prompts (noise band)"). band: a noise band
+    measured earlier in the same run; by default it is measured here, across the items: base(item)
+    timed against itself once for each item, the largest |ratio - 1| (as many runs as the old
+    three self-pairs on the first item, for three items)."""
     items = list(items)
     if not items:
         raise ValueError("compare needs at least one item to time")
     if band is None:
-        band = noise_band(lambda: base(items[0]), repeats)
+        band = max(noise_band(lambda: base(item), repeats, pairs=1) for item in items)
     ratios, bases, methods = [], [], []
     for item in items:
         b, m, t_base, t_method = paired(lambda: base(item), lambda: method(item), repeats)

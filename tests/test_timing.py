@@ -1,0 +1,48 @@
+"""A speed verdict needs the prompts to agree (issue 31, item 1): `agreement` and `compare`.
+
+Before, `Comparison.verdict` read the median of 3 prompts against a band measured on the first
+prompt alone, and printed "faster" over a prompt that was slower beyond the band."""
+import pytest
+
+from minispec.kit import timing
+
+
+@pytest.mark.parametrize("ratios, said, counts", [
+    ([1.3, 1.2, 1.4], "faster", "faster on 3 of 3 prompts"),
+    ([0.7, 0.8, 0.85], "slower", "slower on 3 of 3 prompts"),
+    ([1.02, 0.98, 1.0], "the same (within noise)", "within noise on 3 of 3 prompts"),
+    ([1.3, 1.35, 0.8], "mixed", "faster on 2, slower on 1 of 3 prompts"),   # median 1.3: faster
+    ([1.3, 1.05, 1.4], "mixed", "faster on 2, within noise on 1 of 3 prompts"),
+    ([1.3], "faster", "faster on 1 of 1 prompt"),
+])
+def test_agreement_needs_every_prompt(ratios, said, counts):
+    """A median verdict ("faster" over [1.3, 1.35, 0.8]) passed."""
+    assert timing.agreement(ratios, 0.1) == (said, counts)
+
+
+def test_agreement_refuses_no_ratios():
+    with pytest.raises(ValueError, match="at least one ratio"):
+        timing.agreement([], 0.1)
+
+
+def test_compare_measures_the_band_on_every_prompt(monkeypatch):
+    """A band measured on the first prompt alone (here quiet: +-0%) passed; the second prompt's
+    self-timing is 1.5 against 1.0, so the band is 0.5 and its 1.4x is within noise."""
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    durations = {("base", "a"): iter([1.0, 1.0, 1.0, 1.0]),  # self-pair, then the pair with method
+                 ("base", "b"): iter([1.5, 1.0, 1.4]),
+                 ("method", "a"): iter([0.5]),
+                 ("method", "b"): iter([1.0])}
+
+    def run(side, item):
+        clock[0] += next(durations[(side, item)])
+        return side
+
+    cmp = timing.compare(lambda i: run("base", i), lambda i: run("method", i), ["a", "b"],
+                         repeats=1)
+    assert cmp.band == pytest.approx(0.5)
+    assert cmp.ratios == pytest.approx([2.0, 1.4])
+    assert cmp.verdict == "mixed"
+    assert str(cmp) == ("1.70x (1.40-2.00): mixed, faster on 1, within noise on 1 of 2 prompts "
+                        "(noise band +-50%)")
