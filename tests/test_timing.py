@@ -46,3 +46,22 @@ def test_compare_measures_the_band_on_every_prompt(monkeypatch):
     assert cmp.verdict == "mixed"
     assert str(cmp) == ("1.70x (1.40-2.00): mixed, faster on 1, within noise on 1 of 2 prompts "
                         "(noise band +-50%)")
+
+
+def test_race_times_the_loop_and_splits_a_round():
+    """race's method must be the loop itself (same tokens as speculative_generate) and its parts
+    must add up to the round's measured cost; a wrapper that lost the drafter's output, or a split
+    that dropped the rest of the loop, fails here."""
+    import minispec as ms
+    target = ms.load_model("target")
+    items = list(enumerate(ms.data.prompts(2, length=32)))
+    cmp, line, parts = timing.race(target, ms.EarlyExitDrafter(target, 2), items, 8, 3,
+                                   band=0.0, repeats=1)
+    for (seed, ids), got in zip(items, cmp.method):
+        want = ms.speculative_generate(target, ms.EarlyExitDrafter(target, 2), ids, 8, gamma=3,
+                                       temperature=1.0, seed=seed)
+        assert got.tokens == want.tokens
+    assert [r.tokens for r in cmp.base] == [ms.generate(target, ids, 8, temperature=1.0,
+                                                        seed=seed).tokens for seed, ids in items]
+    assert min(parts.values()) >= 0 and parts["draft"] > 0 and parts["score"] > 0
+    assert f"{sum(parts.values()):.2f} autoregressive steps" in line

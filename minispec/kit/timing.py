@@ -122,6 +122,62 @@ def compare(base, method, items, repeats=3, band=None):
     return Comparison(ratios, bases, methods, band)
 
 
+def metered(target, drafter, new_tokens, gamma, temperature=1.0):
+    """-> (method(item), spent): method runs the drafter through the loop on one (seed, ids) item;
+    spent sums, over its runs, the seconds inside the drafter's `draft` and `score` (the loop calls
+    each once a round; score is the verification call), the whole decode's seconds, rounds and
+    tokens. It wraps this drafter object's two methods: meter a fresh drafter for each race."""
+    from minispec import speculative_generate
+    spent = dict(draft=0.0, score=0.0, seconds=0.0, rounds=0, tokens=0)
+
+    def wrap(part, fn):
+        def timed_call(*args, **kwargs):
+            out, seconds = timed(lambda: fn(*args, **kwargs))
+            spent[part] += seconds
+            return out
+        return timed_call
+    drafter.draft, drafter.score = wrap("draft", drafter.draft), wrap("score", drafter.score)
+
+    def method(item):
+        seed, ids = item
+        r = speculative_generate(target, drafter, ids, new_tokens, gamma=gamma,
+                                 temperature=temperature, seed=seed)
+        spent["seconds"] += r.stats.wall_time
+        spent["rounds"] += r.stats.target_calls
+        spent["tokens"] += len(r.tokens)
+        return r
+    return method, spent
+
+
+def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, repeats=2):
+    """`compare` the drafter through the loop against autoregressive decoding on (seed, ids) items
+    -> (the Comparison, a line saying where a round's time went, {draft, score, rest} in
+    autoregressive steps). A round costs more steps than the tokens it yields: a slowdown."""
+    from minispec import generate
+    base = dict(seconds=0.0, tokens=0)
+
+    def plain(item):
+        seed, ids = item
+        r = generate(target, ids, new_tokens, temperature=temperature, seed=seed)
+        base["seconds"] += r.stats.wall_time
+        base["tokens"] += len(r.tokens)
+        return r
+    method, spent = metered(target, drafter, new_tokens, gamma, temperature)
+    cmp = compare(plain, method, items, repeats, band)
+    step = base["seconds"] / base["tokens"]  # one autoregressive step, in these same runs
+    parts = {part: spent[part] / spent["rounds"] / step for part in ("draft", "score")}
+    parts["rest"] = spent["seconds"] / spent["rounds"] / step - parts["draft"] - parts["score"]
+    cost, tokens = sum(parts.values()), spent["tokens"] / spent["rounds"]
+    line = (f"a round: drafting {parts['draft']:.2f} + verification call {parts['score']:.2f} + "
+            f"the rest of the loop {parts['rest']:.2f} = {cost:.2f} autoregressive steps, "
+            f"for {tokens:.2f} tokens")
+    if cost > tokens:
+        names = {"draft": "drafting", "score": "the verification call", "rest": "the rest"}
+        line += (f"\n  -> a round costs more steps than the tokens it yields; its largest part is "
+                 f"{names[max(parts, key=parts.get)]}")
+    return cmp, line, parts
+
+
 @torch.inference_mode()
 def step_cost(model, k, context=128, reps=60, batch_size=1):
     """Median seconds of one cached forward over k new tokens after `context` cached ones, for
