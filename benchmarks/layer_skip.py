@@ -27,7 +27,8 @@ from minispec.kit.data import prompts as held_prompts
 from minispec.methods import EarlyExitDrafter, LayerSkipDrafter
 from minispec.methods.layer_skip import agreement, check_search, search_skip
 
-from common import noise_band, paired, spread, timed, verdict  # benchmarks/common.py
+from common import noise_band, paired, spread, timed  # benchmarks/common.py
+from minispec.kit.timing import agreement as timing_agreement
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -117,7 +118,7 @@ def main(argv=None):
                                              temperature, args.repeats)
             out.append(f"| {temperature:g} | {name} | {run or 'per prompt'} | {tpc:.2f} | "
                        f"{kept:.2f} | {spread(ratios)} | "
-                       f"{verdict(statistics.median(ratios), band)} | "
+                       f"{', '.join(timing_agreement(ratios, band))} | "
                        f"{same if temperature == 0 else '-'} |")
             print(out[-1], flush=True)
     wins = [m for m, row in table.items() if row[1] > row[4]]

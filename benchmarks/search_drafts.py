@@ -38,7 +38,8 @@ from minispec.kit.data import heldout, prompts
 from minispec.methods import BeamDrafter, topk_accept
 from minispec.verify import multi_draft_accept, typical_accept
 
-from common import noise_band, paired, spread, verdict  # benchmarks/common.py
+from common import noise_band, paired, spread  # benchmarks/common.py
+from minispec.kit.timing import agreement as timing_agreement
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -82,7 +83,7 @@ def decode_rows(target, draft, args, out):
                         res = run()
                     tpc.append(res.stats.tokens_per_call)
             out.append(f"| {name} | {gamma} | {statistics.mean(tpc):.2f} | {spread(ratios)} | "
-                       f"{verdict(statistics.median(ratios), band)} |")
+                       f"{', '.join(timing_agreement(ratios, band))} |")
             print(out[-1], flush=True)
 
 
