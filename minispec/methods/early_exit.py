@@ -41,12 +41,18 @@ class EarlyExitDrafter(Drafter):
         self.deep = 0
         self.h = []  # h_k (1, T, C) of positions deep..shallow-1: waiting for blocks k..N-1
 
+    @property
+    def first(self):
+        """The first block the draft does not run as the full model does: k here (layer skipping,
+        methods/layer_skip.py, shares this shared-cache bookkeeping with s = min(S))."""
+        return self.k
+
     def _shallow(self, seq):
-        """Blocks < k on the tokens they have not seen -> their h_k (1, T, C), kept for score."""
+        """Blocks < first on the tokens they have not seen -> their h (1, T, C), kept for score."""
         dev = self.model.wte.weight.device
         pos = torch.arange(self.shallow, len(seq), device=dev)
         x = self.model.embed(torch.tensor([seq[self.shallow:]], device=dev), pos)
-        self.h.append(self.model.blocks(x, self.cache, range(self.k), start=self.shallow))
+        self.h.append(self.model.blocks(x, self.cache, range(self.first), start=self.shallow))
         self.shallow = len(seq)
         return self.h[-1]
 
@@ -68,7 +74,7 @@ class EarlyExitDrafter(Drafter):
     def score(self, target, cache, context, tree):
         seq = context + tree.tokens
         self._shallow(seq)  # blocks < k on the one token never fed: the last draft (or context's)
-        deep = range(self.k, self.model.config.n_layer)
+        deep = range(self.first, self.model.config.n_layer)  # every block after: the full model
         h = self.model.blocks(torch.cat(self.h, 1), self.cache, deep, start=self.deep)
         h = self.model.ln_f(h)
         self.deep = len(seq)

@@ -22,9 +22,10 @@ block holds the full model's keys and values for every position kept.
 """
 import torch
 
-from ..drafters import Drafter, pick, unsure
+from ..drafters import pick, unsure
 from ..sampling import whole
 from ..tree import Tree
+from .early_exit import EarlyExitDrafter
 
 
 def speedup(a, gamma, skipped, n_layer):
@@ -115,12 +116,14 @@ def search_skip(model, ids, gamma=4, max_skip=None, min_agreement=None):
     return max(path, key=lambda s: speedup(tried[s], gamma, len(s), N)), tried
 
 
-class LayerSkipDrafter(Drafter):
+class LayerSkipDrafter(EarlyExitDrafter):
     """Draft with the target's blocks outside `skip`, then its ln_f and head, on the loop's one
     cache. skip: block indices, or None to search a set on each prompt at its first draft
     (search_skip, with max_skip and min_agreement; the loop's gamma is the objective's).
     threshold: end a round after the first draft whose max softmax is below it (the confidence
     stop of Draft & Verify, Zhang et al. 2024, who skip layers too).
+    The shared-cache bookkeeping (`_shallow`, `score`, `accept`) is early exit's with s = min(S)
+    in place of k: early exit is layer skipping with S = {k..N-1}.
     Example: speculative_generate(target, LayerSkipDrafter(target, skip=[2, 3]), ids, 16)
     """
 
@@ -144,26 +147,14 @@ class LayerSkipDrafter(Drafter):
         if target is not self.model:
             raise ValueError("a LayerSkipDrafter drafts for the model it was built on: pass that "
                              "model as the target")
-        self.cache = cache  # the target's: blocks < s hold `shallow` entries, blocks >= s `deep`
+        super().reset(target, cache)  # blocks < s hold `shallow` entries, blocks >= s `deep`
         self.skip = self.given  # None: searched on the prompt at the first draft
         self.tried = {}  # the search's sets and their a(S)
-        self.shallow = 0
-        self.deep = 0
-        self.h = []  # h_s (1, T, C) of positions deep..shallow-1: waiting for blocks s..N-1
 
     @property
     def first(self):
         """s = min(S): blocks before it are the full model's (N for an empty set)."""
         return self.skip[0] if self.skip else self.model.config.n_layer
-
-    def _shallow(self, seq):
-        """Blocks < s on the tokens they have not seen -> their h_s (1, T, C), kept for score."""
-        dev = self.model.wte.weight.device
-        pos = torch.arange(self.shallow, len(seq), device=dev)
-        x = self.model.embed(torch.tensor([seq[self.shallow:]], device=dev), pos)
-        self.h.append(self.model.blocks(x, self.cache, range(self.first), start=self.shallow))
-        self.shallow = len(seq)
-        return self.h[-1]
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
@@ -184,17 +175,3 @@ class LayerSkipDrafter(Drafter):
             if unsure(logits, self.threshold):
                 break
         return Tree.chain(seq[len(context):], qs)
-
-    @torch.inference_mode()
-    def score(self, target, cache, context, tree):
-        seq = context + tree.tokens
-        self._shallow(seq)  # blocks < s on the one token never fed: the last draft (or context's)
-        every = range(self.first, self.model.config.n_layer)  # skipped or not: the full model
-        h = self.model.blocks(torch.cat(self.h, 1), self.cache, every, start=self.deep)
-        h = self.model.ln_f(h)
-        self.deep = len(seq)
-        self.h = []
-        return h[0], self.model.lm_head(h[0])
-
-    def accept(self, context, tree, path, hidden, logits):
-        self.shallow = self.deep = len(context) + len(path)  # the loop kept the cache to there
