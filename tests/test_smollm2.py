@@ -124,8 +124,9 @@ class FixedQ(ms.Drafter):
 
 
 def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
-    """Temperature 1: the first token of speculative sampling, over 200 seeds, against the model's
-    exact distribution (the most likely ids, and the rest pooled)."""
+    """Temperature 1: the first token of speculative sampling, over 100 seeds, against the model's
+    exact distribution (the most likely ids, and the rest pooled). The draft never proposes the
+    model's top token, so a rule that kept every draft puts no mass there: caught at 100 seeds."""
     model, tok = smol
     ids = tok.encode("My favourite animal is the")
     with torch.inference_mode():
@@ -133,14 +134,14 @@ def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
     top = p.topk(6).indices.tolist()
     drafter = FixedQ(top[1:4] + [int(p.argmin())], model.config.vocab_size)
     counts = torch.zeros(len(top) + 1)
-    for seed in range(200):
-        first = ms.speculative_generate(model, drafter, ids, 2, gamma=1, temperature=1.0,
+    for seed in range(100):
+        first = ms.speculative_generate(model, drafter, ids, 1, gamma=1, temperature=1.0,
                                         seed=seed).tokens[0]
         counts[top.index(first) if first in top else -1] += 1
     expected = torch.cat([p[top], 1 - p[top].sum(0, keepdim=True)])
     assert chi2_pvalue(counts, expected) > 1e-4
     lossy = torch.zeros_like(counts)  # negative control: keeping every draft is caught
-    for seed in range(200):
+    for seed in range(100):
         g = torch.Generator().manual_seed(seed)
         first = ms.sample(drafter.q, g)
         lossy[top.index(first) if first in top else -1] += 1
