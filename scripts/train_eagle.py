@@ -4,38 +4,22 @@
 
 Each step reads random windows of the training corpus (the local standard library, as for the
 models), computes the target's features f = ln_f(h_N) without gradients, and fits the head with
-eagle_loss below (feature regression + token cross-entropy, noise on the input features). The
-held-out top-1 accuracy at draft depths 1..5 (the head reading its own predicted features after
-depth 1, the true tokens fed in, as for the Hydra heads) is stored with the weights. Batches and
-features come from scripts/training.py.
+eagle_loss (minispec/kit/training.py: feature regression + token cross-entropy, noise on the
+input features). The held-out top-1 accuracy at draft depths 1..5 (the head reading its own
+predicted features after depth 1, the true tokens fed in, as for the Hydra heads) is stored with
+the weights. Batches and features come from scripts/training.py.
 """
 import argparse
 import math
 import time
 
 import torch
-import torch.nn.functional as F
 
 from minispec.kit.data import heldout
 from minispec.methods.eagle import EagleHead
 from minispec.model import WEIGHTS_DIR, KVCache, load_model
 from train import corpus_files, load_bytes
-from training import get_batch, hidden_states  # scripts/training.py
-
-
-def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None, g=None):
-    """Teacher-forced loss on the target's features f (B, T, C) of tokens x (B, T): the head reads
-    f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1}:
-        SmoothL1 + w_cls * CE(p_{t+2}, q_{t+2}).
-    g: other input features (B, T, C) to read instead of f (scripts/eagle3_experiment.py's fused
-    ones)."""
-    g = f if g is None else g
-    u = torch.rand(g[:, :-1].shape, generator=generator).to(g)  # U(0, 1)
-    f_in = g[:, :-1] + noise * (2 * u - 1)
-    f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
-    p = torch.softmax(head.logits(f[:, 1:]), -1)
-    ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
-    return F.smooth_l1_loss(f_hat, f[:, 1:]) + w_cls * ce
+from training import eagle_loss, get_batch, hidden_states  # scripts/training.py
 
 
 @torch.no_grad()

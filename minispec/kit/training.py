@@ -1,9 +1,9 @@
 """The training pieces the notebooks run and show (06: every exit's logits and the early-exit loss;
-07: the heads unrolled and their loss; 04: on-policy distillation's rollouts and divergences; 08:
-the rounds the learned stop's head is fitted on, its reliability), with random windows of a byte
-text and the target's features. They ship with the package so that a notebook on Colab needs
-nothing else; scripts/training.py adds saving weights and the training scripts import the rest
-from here.
+07: the heads unrolled and their loss, EAGLE's loss; 04: on-policy distillation's rollouts and
+divergences; 08: the rounds the learned stop's head is fitted on, its reliability), with random
+windows of a byte text and the target's features. They ship with the package so that a notebook
+on Colab needs nothing else; scripts/training.py adds saving weights and the training scripts
+import the rest from here.
 """
 import torch
 import torch.nn.functional as F
@@ -70,6 +70,21 @@ def medusa_loss(model, heads, x):
     ce = [-(p[:, 1 + i:] * torch.log_softmax(lg, -1)).sum(-1).mean()
           for i, lg in enumerate(out)]
     return sum(ce) / len(out)
+
+
+def eagle_loss(head, f, x, noise=0.1, w_cls=0.1, generator=None, g=None):
+    """EAGLE's teacher-forced loss (Li et al. 2024) on the frozen target's features f (B, T, C) of
+    tokens x (B, T): the head reads f_t + U(-noise, noise) and x_{t+1} and predicts f_{t+1},
+        L = SmoothL1(f_hat_{t+1}, f_{t+1}) + w_cls * CE(p_{t+2}, q_{t+2}).
+    g: other input features (B, T, C) to read instead of f (scripts/eagle3_experiment.py's fused
+    ones)."""
+    g = f if g is None else g
+    u = torch.rand(g[:, :-1].shape, generator=generator).to(g)  # U(0, 1)
+    f_in = g[:, :-1] + noise * (2 * u - 1)
+    f_hat = head(f_in, x[:, 1:])  # (B, T-1, C)
+    p = torch.softmax(head.logits(f[:, 1:]), -1)
+    ce = -(p * torch.log_softmax(head.logits(f_hat), -1)).sum(-1).mean()
+    return F.smooth_l1_loss(f_hat, f[:, 1:]) + w_cls * ce
 
 
 @torch.no_grad()

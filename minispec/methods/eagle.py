@@ -9,7 +9,8 @@ the head which branch it is on. EAGLE's head is one transformer block with its o
 
 where e and W_E are the target's own (frozen) embedding and head. At depth 1 of a draft the head
 reads features the verification pass computed; deeper, its own predictions f_hat. The head is
-trained on the frozen target's features by scripts/train_eagle.py (its loss: eagle_loss there).
+trained on the frozen target's features by scripts/train_eagle.py (its loss:
+minispec.kit.training.eagle_loss).
 """
 from pathlib import Path
 
