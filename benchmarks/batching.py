@@ -79,7 +79,8 @@ def main(argv=None):
     prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]
     print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} "
           f"tokens, {n} new tokens each (at temperature 0 greedy text of these tiny models soon "
-          f"repeats itself, which flatters speculation at every batch size alike); device "
+          f"repeats itself, which raises tokens per call; its effect on the speedup differs by "
+          f"batch size (the tables)); device "
           f"{args.device}, torch threads {torch.get_num_threads()}")
     ms.generate(target, prompts[0], 8)  # warm up
     results, costs = {}, {}
