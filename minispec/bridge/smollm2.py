@@ -20,6 +20,7 @@ Example:
 import dataclasses
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -129,9 +130,12 @@ def keep(target, save):
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         save(tmp)
-        tmp.rename(target)
+        tmp.rename(target)  # a folder another process renamed first stays theirs: OSError
     except OSError:
-        pass
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
 
 
 def load():
