@@ -98,10 +98,10 @@ def main(argv=None):
              f"tokens, best of {args.repeats} alternating runs, torch threads 1). Counts are "
              "pooled over the prompts; wasted = draft calls whose token the target rejected (or "
              "never judged, after an earlier rejection). Speedups: per-prompt ratios against "
-             "autoregressive decoding, median (min-max), called against a noise band measured "
-             "in the same run. The machine is shared: timings move from run to run, counts "
-             "do not. At T = 0 these tiny models' greedy text loops, which flatters every "
-             "method.", ""]
+             "autoregressive decoding, median (min-max); faster or slower only where every "
+             "prompt is beyond a noise band measured in the same run, else mixed. The machine "
+             "is shared: timings move from run to run, counts do not. At T = 0 these tiny "
+             "models' greedy text loops: its counts are not those of real text.", ""]
     ms.generate(target, prompts[0], 16)  # warm up
     for T in (0.0, 1.0):
         def base(item):
