@@ -22,6 +22,18 @@ def test_chi2_pvalue_matches_scipy_and_pools_small_cells():
         checks.chi2_pvalue([1, 2, 3], [0.5, 0.5])
 
 
+def test_chi2_pvalue_spends_a_degree_of_freedom_per_fitted_parameter():
+    """scipy's ddof: a law fitted to the same counts is tested on cells - 1 - fitted degrees of
+    freedom (X^2 = 10 on 3 cells: 2 df without, 1 df with one fitted parameter)."""
+    counts, probs = [10, 20, 30], [1 / 3] * 3
+    for fitted in (0, 1):
+        want = scipy.stats.chisquare(counts, [20, 20, 20], ddof=fitted).pvalue
+        assert checks.chi2_pvalue(counts, probs, fitted=fitted) == pytest.approx(want, rel=1e-9)
+    assert checks.chi2_pvalue(counts, probs, fitted=1) < checks.chi2_pvalue(counts, probs)
+    with pytest.raises(ValueError, match="no degree of freedom"):
+        checks.chi2_pvalue(counts, probs, fitted=2)
+
+
 def test_repeated_share_known_answers():
     assert checks.repeated_share([1, 2, 3, 4], [5, 6, 7, 8]) == 0.0
     assert checks.repeated_share([1, 2, 3, 4], [1, 2, 3, 4]) == 0.25  # only the last 4-gram repeats

@@ -170,7 +170,6 @@ def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
     assert chi2_pvalue(lossy, expected) < 1e-4
 
 
-
 @pytest.mark.parametrize("name,options", [("streaming", {"sinks": 4, "window": 64}),
                                           ("layer_skip", {"skip": (12, 13)})])
 def test_self_drafting_at_long_context_equals_generate(smol, name, options):

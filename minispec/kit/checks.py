@@ -14,13 +14,14 @@ import torch
 from ..sampling import probs
 
 
-def chi2_pvalue(counts, expected_probs, min_expected=5.0):
+def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     """p-value of Pearson's chi-square test that `counts` were drawn from `expected_probs`.
 
     A cell with probability 0 must never be observed (if one is, the p-value is 0). Cells expecting
     fewer than `min_expected` counts are pooled into one, so that the chi-square approximation
     holds. The p-value is P(X^2 with df degrees >= stat) = Q(df / 2, stat / 2), the regularized
-    upper incomplete gamma function.
+    upper incomplete gamma function, with df = cells - 1 - fitted: each parameter of the law
+    fitted to these same counts spends a degree of freedom.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
@@ -39,8 +40,10 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0):
         expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
     if len(counts) < 2:
         return 1.0
+    if len(counts) - 1 - fitted < 1:
+        raise ValueError(f"{len(counts)} cells leave no degree of freedom after {fitted} fitted")
     stat = ((counts - expected) ** 2 / expected).sum()
-    df = torch.tensor(len(counts) - 1, dtype=torch.float64)
+    df = torch.tensor(len(counts) - 1 - fitted, dtype=torch.float64)
     return float(torch.special.gammaincc(df / 2, stat / 2))
 
 
