@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import minispec as ms
-from minispec.bridge.llama import Llama, LlamaConfig, from_hf, rope, rotate
+from minispec.bridge.llama import Linear, Llama, LlamaConfig, from_hf, rope, rotate
 from minispec.drafters import ModelDrafter
 from minispec.methods.lookahead import Lookahead
 from minispec.tree import Tree, score_tree, tree_mask
@@ -60,6 +60,22 @@ def test_logits_equal_transformers_llama():
         pieces = torch.cat([ours(ids[:, :7], cache), ours(ids[:, 7:], cache)], 1)
     assert (whole - theirs).abs().max() < 1e-5
     assert (pieces - theirs).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("shape", [(5,), (1, 5), (1, 1, 5), (2, 3, 5), (1, 4, 5)])
+def test_linear_computes_what_nn_linear_computes(shape):
+    """Linear's W X^T form (a single token padded to two columns) gives nn.Linear's numbers for
+    one token, several, and batches, in the input's shape, row-major (so that attention's fused
+    kernel accepts the heads cut from it)."""
+    torch.manual_seed(0)
+    ours = Linear(5, 7, bias=False).double()
+    plain = torch.nn.Linear(5, 7, bias=False).double()
+    plain.weight = ours.weight
+    x = torch.randn(*shape, dtype=torch.float64)
+    y = ours(x)
+    assert y.shape == (*shape[:-1], 7) and y.is_contiguous()
+    assert torch.allclose(y, plain(x), atol=1e-12)
+    assert not torch.allclose(ours(x + 1), plain(x), atol=1e-6)  # it reads x
 
 
 def test_rotary_scores_depend_only_on_distance():
