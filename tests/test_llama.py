@@ -78,6 +78,11 @@ def test_linear_computes_what_nn_linear_computes(shape):
     assert not torch.allclose(ours(x + 1), plain(x), atol=1e-6)  # it reads x
 
 
+def test_linear_refuses_a_bias():
+    with pytest.raises(ValueError, match="no bias"):
+        Linear(5, 7, bias=True)
+
+
 def test_rotary_scores_depend_only_on_distance():
     """RoPE's point: rot(q, m) . rot(k, n) is a function of m - n."""
     q, k = torch.randn(2, 1, 1, 1, 16, dtype=torch.float64)

@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..model import KVCache
+from .linear import Linear
 
 
 @dataclass
@@ -99,23 +100,6 @@ class LlamaCache(KVCache):
             self.k = torch.cat([self.k, self.k.new_zeros(more)], 3)
             self.v = torch.cat([self.v, self.v.new_zeros(more)], 3)
         return super().write(layer, k, v, start)
-
-
-class Linear(nn.Linear):
-    """nn.Linear (y = x W^T) computed as (W X^T)^T, X's rows the tokens, at least two of them.
-
-    The same sum through another of MKL's kernels. Measured with SmolLM2 on a 2-core CPU
-    (benchmarks/real_model.py): nn.Linear's x W^T over 2 to 4 tokens cost about 1.6 one-token
-    steps, and its one-token product (a gemv) used one core, 36 ms a step with 1 or 2 threads.
-    W X^T over 2 to 4 columns costs about one step (v(4) about 1.1), and with 2 threads the
-    step takes 20 ms. So a single token goes in as two identical columns.
-    """
-
-    def forward(self, x):
-        rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): each token's column contiguous
-        pad = rows.repeat(2, 1) if len(rows) == 1 else rows  # one token: two columns, not a gemv
-        y = (self.weight @ pad.t()).t()[:len(rows)].contiguous()  # (N, out), row-major again
-        return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 class Attention(nn.Module):
