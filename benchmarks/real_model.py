@@ -24,7 +24,7 @@ Then the cost profile: v(k) = (one forward over k new tokens) / (one over 1 toke
 a 300-token context, for SmolLM2 and for the tiny shipped target, measured here in the same run:
 a memory-bound model (v stays near 1) against a compute-bound one (v grows with k); and SmolLM2's
 one-token step with torch's nn.Linear, whose one-token product (MKL's gemv) runs on one core,
-beside minispec's Linear (bridge/llama.py): one token as two columns, a product on every core.
+beside minispec's Linear (bridge/linear.py): one token as two columns, a product on every core.
 gamma 3 by default: on this CPU v(k) stays near 1 up to k = 4 and about doubles by k = 8.
 Writes figures/real_model.md (or --out).
 """
@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 import minispec as ms
-from minispec.bridge import llama, smollm2
+from minispec.bridge import smollm2
+from minispec.bridge.linear import torch_kernel
 from minispec.kit.timing import noise_band, paired, spread, step_cost, timed, verdict
 from minispec.methods.lookahead import Lookahead
 
@@ -113,12 +114,9 @@ def profile(model, ks, context=300):
 def gemv_step(model, context=300):
     """SmolLM2's one-token step with nn.Linear's own forward (a gemv: one core) in place of
     minispec's Linear, and the same with minispec's: (seconds, seconds)."""
-    mine, forward = step_cost(model, 1, context, reps=25), llama.Linear.forward
-    llama.Linear.forward = torch.nn.Linear.forward
-    try:
+    mine = step_cost(model, 1, context, reps=25)
+    with torch_kernel():
         theirs = step_cost(model, 1, context, reps=25)
-    finally:
-        llama.Linear.forward = forward
     return theirs, mine
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import minispec as ms
+from minispec.bridge.linear import torch_kernel
 from minispec.bridge.llama import Linear, Llama, LlamaConfig, from_hf, rope, rotate
 from minispec.drafters import ModelDrafter
 from minispec.methods.lookahead import Lookahead
@@ -76,6 +77,21 @@ def test_linear_computes_what_nn_linear_computes(shape):
     assert y.shape == (*shape[:-1], 7) and y.is_contiguous()
     assert torch.allclose(y, plain(x), atol=1e-12)
     assert not torch.allclose(ours(x + 1), plain(x), atol=1e-6)  # it reads x
+
+
+def test_torch_kernel_swaps_the_forward_for_the_block_only():
+    """Inside torch_kernel() a Linear runs nn.Linear's forward (the same numbers), and after it
+    (even after an error) its own again."""
+    ours = Linear(5, 7)
+    x = torch.randn(1, 5)
+    with torch_kernel():
+        assert Linear.forward is torch.nn.Linear.forward
+        inside = ours(x)
+    assert Linear.forward is not torch.nn.Linear.forward
+    assert torch.allclose(inside, ours(x), atol=1e-5)
+    with pytest.raises(RuntimeError), torch_kernel():
+        raise RuntimeError("interrupted")
+    assert Linear.forward is not torch.nn.Linear.forward
 
 
 def test_linear_refuses_a_bias():
