@@ -346,3 +346,45 @@ def test_get_batch_windows_and_next_byte_targets(training):
         assert torch.equal(text[i + 1:i + 33], y[row])
     again = training.get_batch(text, 4, 32, torch.Generator().manual_seed(0))
     assert torch.equal(again[0], x) and torch.equal(again[1], y)
+
+
+def test_lookup_ceiling_cost_model_known_answers(script):
+    """benchmarks/lookup_ceiling.py's cost model, on answers worked by hand. cheapest: nothing to
+    copy costs autoregressive decoding's p + N - 1; with every forward costing one step (v = 1) and
+    3 tokens copyable everywhere, 9 tokens take the prompt's round (4 tokens), one more round (4)
+    and a last (1); when v(k) = k (compute-bound) a drafted token costs what decoding it would, and
+    only the prompt's round, charged p whatever it drafts, saves its 3."""
+    ceiling = script("lookup_ceiling")
+    flat, linear = [0.0] + [1.0] * 16, [float(k) for k in range(17)]
+    assert ceiling.cheapest([0] * 5, flat, p=10.0) == 14.0
+    assert ceiling.cheapest([3] * 9, flat, p=10.0) == 12.0
+    assert ceiling.cheapest([3] * 9, linear, p=10.0) == 10.0 + 5.0
+    assert ceiling.cheapest([0] + [3] * 8, linear, p=10.0) == 10.0 + 8.0  # = AR's 10 + 9 - 1
+
+
+def test_lookup_ceiling_oracles_know_more_than_lookup(script):
+    """The best-occurrence oracle picks the earlier match whose continuation agrees with the answer,
+    where PromptLookupDrafter takes the newest; any_copy finds the answer's start anywhere."""
+    ceiling = script("lookup_ceiling")
+    context, rest = [1, 2, 1, 3, 1], [2, 1, 3, 1]
+    lookup = ms.PromptLookupDrafter().match(context, 4)
+    assert lookup == [3, 1, 3, 1]  # the newest "1" was followed by 3: none of it agrees
+    assert ceiling.agree(lookup, rest) == 0
+    assert ceiling.best_occurrence(context, rest) == 4  # the first "1", copied periodically
+    assert ceiling.any_copy([4, 5, 6, 7], [5, 6, 9]) == 2
+    assert ceiling.any_copy([4, 5], [9]) == 0
+    assert ceiling.reaches([4, 5], [5, 4, 5], ceiling.any_copy) == [1, 2, 1]  # "5 4": not yet
+
+
+def test_lookup_ceiling_trace_cost_reads_the_loops_rounds(script):
+    """trace_cost charges the prompt's forward for the first round and v(1 + drafted) for every
+    later one, read from a real decode's Result.steps."""
+    ceiling = script("lookup_ceiling")
+    target = ms.load_model("target")
+    out = ms.speculative_generate(target, ms.PromptLookupDrafter(), ms.encode("def f(x):\n"), 24,
+                                  gamma=3)
+    later = out.steps[1:]
+    assert later and ceiling.trace_cost(out.steps, [0.0] + [1.0] * 16, 5.0) == 5.0 + len(later)
+    linear = [float(k) for k in range(17)]
+    want = 5.0 + sum(1 + len(s.tree.tokens) for s in later)
+    assert ceiling.trace_cost(out.steps, linear, 5.0) == want
