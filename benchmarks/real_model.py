@@ -11,7 +11,9 @@ which it mostly rewrites into other code) and free writing (nothing to copy). Fo
 and alternating (the best of --repeats runs a side, minispec.kit.timing):
   minispec   generate  vs  speculative_generate with prompt lookup (matching 1- to 3-grams, its
              default; 2- to 3-grams only, also at temperature 1; 2- to 3-grams with the +2/-1
-             draft-length schedule, ms.Heuristic), and with lookahead
+             draft-length schedule, ms.Heuristic), with the copy cursor (lookup that keeps its
+             place in the copied text, methods/copy_cursor.py; also at temperature 1), and with
+             lookahead
   transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma, its default 2- then
              1-gram matching), temperature 0, on the same weights (it dequantizes the same file),
              and its lookup against minispec's 2-3-gram lookup
@@ -76,14 +78,17 @@ KINDS = {"copy: code": CODE_EDITS, "copy: prose": PROSE_EDITS, "free": FREE}
 COPY = CODE_EDITS + PROSE_EDITS  # every copy-heavy prompt
 
 
-METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead"]
-RUNS = [(0.0, m) for m in METHODS] + [(1.0, METHODS[1])]  # (temperature, method) pairs timed
+METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor"]
+RUNS = [(0.0, m) for m in METHODS] + [(1.0, METHODS[1]), (1.0, "copy cursor")]  # timed pairs
 
 
 def drafter_for(name, model):
-    """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, or lookahead."""
+    """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
+    or lookahead."""
     if name == "lookahead":
         return Lookahead(model)
+    if name == "copy cursor":
+        return ms.load_drafter("copy_cursor", model)
     return ms.load_drafter("lookup", model, min_n=2 if "2-3" in name else 1)
 
 
@@ -128,7 +133,8 @@ def main():
     ap.add_argument("--gamma", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' side")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS,
-                    help="the drafters timed at temperature 0 (the 2-3-gram lookup also at 1)")
+                    help="the drafters timed at temperature 0 (the 2-3-gram lookup and the copy "
+                         "cursor also at 1)")
     ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import minispec as ms
-from minispec.methods import (EarlyExitDrafter, HeadDrafter, Lookahead, MedusaHeads, load_eagle,
-                              medusa_tree)
+from minispec.methods import (CopyCursorDrafter, EarlyExitDrafter, HeadDrafter, Lookahead,
+                              MedusaHeads, load_eagle, medusa_tree)
 from minispec.verify import typical_accept
 
 
@@ -40,6 +40,7 @@ METHODS = {  # name: (make(model), gamma)
     "jacobi W=5": (lambda m: Lookahead(m, 5, candidates=0), 5),
     "lookahead W=3 N=3 G=2": (lambda m: Lookahead(m, 3, 3, 2), 7),
     "lookahead W=2 N=4 G=4": (lambda m: Lookahead(m, 2, 4, 4), 8),
+    "copy cursor": (lambda m: CopyCursorDrafter(window=4), 3),
 }
 
 
@@ -356,6 +357,7 @@ LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
                    4, 4, dict(temperature=1.0)),
     "jacobi": (lambda m: Lookahead(m, 2, candidates=0), 2, 4, dict(temperature=1.0)),
     "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 4, 4, dict(temperature=1.0)),
+    "copy cursor": (lambda m: CopyCursorDrafter(window=2), 2, 4, dict(temperature=1.0)),
 }
 
 
@@ -378,7 +380,7 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
     assert torch.allclose(dense(law, 3, n), target_law(tiny64, [1, 2], n, **kw), atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["early exit", "hydra tree"])
+@pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor"])
 def test_sampling_chi_square(tiny_pair, target_law, chi2_pvalue, name):
     m = tiny_pair[0]
     make, gamma, _, kw = LOSSLESS[name]

@@ -1,7 +1,8 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
-early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, the fallback of two
-drafters, and the registry of every shipped method (`load_drafter`)."""
+early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, the
+fallback of two drafters, and the registry of every shipped method (`load_drafter`)."""
 from .beam import BeamDrafter
+from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle
 from .early_exit import EarlyExitDrafter
 from .fallback import FallbackDrafter
@@ -14,4 +15,5 @@ from .top_k import topk_accept
 
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
-           "BeamDrafter", "topk_accept", "LayerSkipDrafter", "StreamingDrafter"]
+           "BeamDrafter", "CopyCursorDrafter", "topk_accept", "LayerSkipDrafter",
+           "StreamingDrafter"]

@@ -4,6 +4,7 @@ import inspect
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from ..model import GPT, load_model
 from .beam import BeamDrafter
+from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, load_eagle
 from .eagle_llama import EagleLlamaDrafter, load_eagle_llama
 from .early_exit import EarlyExitDrafter
@@ -13,7 +14,7 @@ from .learned_stop import LearnedStopDrafter
 from .streaming import StreamingDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
-         "lookup": PromptLookupDrafter,
+         "lookup": PromptLookupDrafter, "copy_cursor": CopyCursorDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
          "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
@@ -23,7 +24,8 @@ def load_drafter(name, target, **options):
     """A shipped method, ready for speculative_generate(target, drafter, ...): "draft",
     "draft_distilled" (the same network distilled on the target: DistillSpec, Zhou et al. 2024)
     and "draft_onpolicy" (distilled on its own samples too), all with ModelDrafter's options;
-    "lookup" (PromptLookupDrafter); "early_exit"
+    "lookup" (PromptLookupDrafter); "copy_cursor" (CopyCursorDrafter: lookup that keeps its
+    place in the text it copies, for answers that edit a given text); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
@@ -37,17 +39,18 @@ def load_drafter(name, target, **options):
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    if name not in ("lookup", "early_exit", "layer_skip", "streaming", "eagle") \
+    model_free = name in ("lookup", "copy_cursor")
+    if not model_free and name not in ("early_exit", "layer_skip", "streaming", "eagle") \
             and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
                          f"none exists for a {type(target).__name__}: use 'lookup' or Lookahead")
-    takes = list(inspect.signature(kind).parameters)[name != "lookup":]  # after the model, if any
+    takes = list(inspect.signature(kind).parameters)[not model_free:]  # after the model, if any
     for option in options:
         if option not in takes:
             raise ValueError(f"load_drafter({name!r}, ...): {kind.__name__} takes no option "
                              f"{option!r}; its options are {takes}")
-    if name == "lookup":
-        return as_drafter(PromptLookupDrafter(**options), target)
+    if model_free:
+        return as_drafter(kind(**options), target)
     if name == "early_exit":
         return as_drafter(EarlyExitDrafter(target, **{"k": 2, **options}), target)
     if name in ("layer_skip", "streaming"):  # the target drafts for itself

@@ -1,0 +1,67 @@
+"""Copying with edits: prompt lookup that keeps its place in the text it copies.
+
+An answer that edits a given text (correct its spelling, make it polite, rename a variable) copies
+that text in order, with a few words changed, added or dropped. Prompt lookup finds its place anew
+every round from the context's last 1-3 tokens. Right after an edit those tokens are new: lookup
+finds no match, or a one-token match somewhere else ("the", a newline), which is usually wrong.
+This drafter remembers where its last copy came from and how many of those tokens the target kept
+(its cursor), so after an edit it looks for the last token a few tokens past the cursor (a word
+replaced or dropped) and copies on from there. Drafting the input in order is the idea of
+input-guided aggressive decoding (Ge et al. 2022, for grammatical error correction); the cursor,
+its window and the one-token rule below are minispec's own heuristics, chosen on the copy-heavy
+prompts of benchmarks/real_model.py (figures/lookup_ceiling.md). The guesses are deterministic
+(no q), as lookup's: verification draws x ~ p and keeps a guess equal to it, so the loop stays
+lossless at any temperature (the cursor depends only on past contexts and what was kept).
+
+Each round the first rule that finds something drafts:
+  1. a 2- to max_n-gram match (lookup's rule, its newest occurrence): gamma tokens;
+  2. the last token among the `window` tokens from the cursor on: gamma tokens from after it;
+  3. a 1-gram match (its newest occurrence): one token only, weak evidence (a forward over 2
+     tokens costs about what one over 1 does on the CPU of figures/lookup_ceiling.md).
+"""
+from ..drafters import Drafter
+from ..sampling import whole
+from ..tree import Tree
+
+
+class CopyCursorDrafter(Drafter):
+    """Prompt lookup with a cursor in the copied text (rules above).
+    Example: speculative_generate(target, CopyCursorDrafter(), ids, 96, gamma=3)"""
+
+    def __init__(self, window=8, max_n=3):
+        self.window = whole(window, "window")
+        self.max_n = whole(max_n, "max_n", 2)
+        self.reset(None, None)
+
+    def reset(self, target, cache):
+        self.cursor = None  # where in the context the next copied token is expected
+        self.source = None  # where this round's draft was copied from (None: nothing drafted)
+
+    def find(self, context, gamma):
+        """The three rules -> (where the draft is copied from, how many tokens), or (None, 0)."""
+        for n in range(min(self.max_n, len(context) - 1), 1, -1):
+            for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
+                if context[i:i + n] == context[-n:]:
+                    return i + n, gamma
+        if self.cursor is not None:
+            ahead = context[self.cursor:min(self.cursor + self.window, len(context) - 1)]
+            if context[-1] in ahead:
+                return self.cursor + ahead.index(context[-1]) + 1, gamma
+        for i in range(len(context) - 2, -1, -1):
+            if context[i] == context[-1]:
+                return i + 1, min(gamma, 1)
+        return None, 0
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        context = list(context)
+        self.source, n = self.find(context, gamma if depth is None else min(gamma, depth))
+        if self.source is None:
+            return Tree.chain([])
+        period = len(context) - self.source  # a copy running into its own output repeats (LZ77)
+        return Tree.chain([context[self.source + j % period] for j in range(n)])
+
+    def accept(self, context, tree, path, hidden, logits):
+        if self.source is not None:  # the target kept len(path) copied tokens: the cursor follows
+            self.cursor = self.source + len(path)
+        self.source = None
