@@ -17,7 +17,9 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
 "after the first token" drops p from both sides, as benchmarks/real_model.py's column of that name.
   - lookup, gamma g: the rounds of ms.speculative_generate with prompt lookup (1- to 3-grams, its
     default) drafting g tokens, read from its Result.steps (the same tokens as greedy);
-  - measured, gamma 3: that decode timed against generate, paired (kit.timing), in this run;
+  - copy cursor, gamma 3: the same for methods/copy_cursor.py (lookup that keeps its place in the
+    text it copies), gamma 3;
+  - measured, gamma 3: lookup's decode timed against generate, paired (kit.timing), in this run;
   - oracle, best occurrence: at each round the drafter copies from whichever earlier occurrence of
     the context's last 1, 2 or 3 tokens continues like the answer does (lookup with a perfect
     choice among its matches), at the draft length that costs least (a dynamic program over the
@@ -136,6 +138,11 @@ def main():
                 if out.tokens != greedy:
                     raise SystemExit(f"gamma {g}: speculative output differs from greedy")
                 row[g] = trace_cost(out.steps, v, p)
+            cursor = ms.load_drafter("copy_cursor", model)
+            out = ms.speculative_generate(model, cursor, ids, n_new, gamma=3, eos_token=tok.eos)
+            if out.tokens != greedy:
+                raise SystemExit("copy cursor: speculative output differs from greedy")
+            row["cursor"] = trace_cost(out.steps, v, p)
             b, m, t_base, t_method = paired(
                 lambda ids=ids: ms.generate(model, ids, n_new, eos_token=tok.eos),
                 lambda ids=ids: ms.speculative_generate(model, lookup, ids, n_new, gamma=3,
@@ -150,9 +157,9 @@ def main():
 
 
 def write(rows, v, step, args):
-    cols = [f"lookup, gamma {g}" for g in GAMMAS] + ["measured, gamma 3", "oracle, best occurrence",
-                                                      "oracle, any copy"]
-    keys = GAMMAS + ["measured", "best occurrence", "any copy"]
+    cols = [f"lookup, gamma {g}" for g in GAMMAS] + ["copy cursor, gamma 3", "measured, gamma 3",
+                                                      "oracle, best occurrence", "oracle, any copy"]
+    keys = GAMMAS + ["cursor", "measured", "best occurrence", "any copy"]
 
     def ratio(row, key, after):
         if key == "measured":
@@ -185,7 +192,8 @@ def write(rows, v, step, args):
     medians = {k: statistics.median(ratio(r, k, False) for r in rows) for k in keys}
     best = max(GAMMAS, key=medians.get)
     lines += [f"Best gamma by the cost model: {best} ({medians[best]:.2f}x end to end at the "
-              f"median); measured at gamma 3: {medians['measured']:.2f}x; a perfect choice among "
+              f"median); the copy cursor at gamma 3: {medians['cursor']:.2f}x; lookup measured at "
+              f"gamma 3: {medians['measured']:.2f}x; a perfect choice among "
               f"lookup's matches: {medians['best occurrence']:.2f}x; any copy from the context: "
               f"{medians['any copy']:.2f}x."]
     Path(args.out).write_text("\n".join(lines) + "\n")

@@ -3,9 +3,9 @@
 How much a verification call costs, v(k) in units of a one-token step, is a property of the
 kernels as well as of the hardware. Measured with SmolLM2 on a 2-core CPU (figures/real_model.md,
 benchmarks/real_model.py): torch's nn.Linear computes x W^T, and MKL ran its one-token product (a
-matrix-vector product, gemv) on one of the two cores, 38.7 ms a step, and its x W^T over 2 to 4
+matrix-vector product, gemv) on one of the two cores, 37-39 ms a step, and its x W^T over 2 to 4
 tokens at 1.5 to 1.7 steps. The same sum as (W X^T)^T over 2 to 4 columns cost 1.0 to 1.3 steps,
-and a one-token step fed as two columns took 21.1 ms.
+and a one-token step fed as two columns took 21-22 ms.
 """
 from contextlib import contextmanager
 
