@@ -45,6 +45,24 @@ def test_after_an_edit_the_cursor_finds_the_place_that_lookup_misses():
     assert d.cursor is None and d.source is None
 
 
+def test_the_cursor_follows_every_draft_and_stays_when_nothing_is_drafted():
+    """A rejected one-token guess moves the cursor too (the docstring's stated weakness); a round
+    that drafts nothing (no match, or depth 0) leaves it; an empty context drafts nothing."""
+    d = CopyCursorDrafter(window=1)
+    ctx = [10, 11, 12, 13, 5, 14, 10, 11]
+    assert d.draft(ctx, 3).tokens == [12, 13, 5]
+    d.accept(ctx, None, [0], None, None)
+    assert d.cursor == 3
+    ctx = ctx + [12, 5]  # the answer writes 5, not at the cursor (13): rule 3 guesses 14
+    assert d.draft(ctx, 3).tokens == [14]
+    d.accept(ctx, None, [], None, None)
+    assert d.cursor == 5  # moved to the rejected guess's place, away from 13
+    assert d.draft(ctx + [7], 3, depth=0).tokens == []
+    d.accept(ctx + [7], None, [], None, None)
+    assert d.cursor == 5
+    assert d.draft([], 3).tokens == []
+
+
 def test_the_window_bounds_how_far_the_cursor_looks():
     prompt = [10, 11, 12, 13, 14, 15, 16, 30, 14, 31, 7]
     for window, expect in ((1, [31]), (2, [15, 16, 30])):  # 14 is the 2nd token past the cursor

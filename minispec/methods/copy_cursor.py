@@ -15,9 +15,13 @@ lossless at any temperature (the cursor depends only on past contexts and what w
 
 Each round the first rule that finds something drafts:
   1. a 2- to max_n-gram match (lookup's rule, its newest occurrence): gamma tokens;
-  2. the last token among the `window` tokens from the cursor on: gamma tokens from after it;
+  2. the context's last token among the `window` tokens from the cursor on (the one nearest the
+     cursor; the window stops short of the last token itself): gamma tokens from after it;
   3. a 1-gram match (its newest occurrence): one token only, weak evidence (a forward over 2
      tokens costs about what one over 1 does on the CPU of figures/lookup_ceiling.md).
+The cursor follows every draft, a rejected one-token guess included, so an edited word that
+occurs earlier in the context moves it away from the copied text; rule 2 then looks in the wrong
+place until a 2- or 3-gram match moves it again.
 """
 from ..drafters import Drafter
 from ..sampling import whole
@@ -43,7 +47,7 @@ class CopyCursorDrafter(Drafter):
             for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
                 if context[i:i + n] == context[-n:]:
                     return i + n, gamma
-        if self.cursor is not None:
+        if self.cursor is not None and context:
             ahead = context[self.cursor:min(self.cursor + self.window, len(context) - 1)]
             if context[-1] in ahead:
                 return self.cursor + ahead.index(context[-1]) + 1, gamma
@@ -56,7 +60,8 @@ class CopyCursorDrafter(Drafter):
               depth=None):
         context = list(context)
         self.source, n = self.find(context, gamma if depth is None else min(gamma, depth))
-        if self.source is None:
+        if n == 0:  # nothing found, or nothing wanted (depth 0): the cursor stays where it is
+            self.source = None
             return Tree.chain([])
         period = len(context) - self.source  # a copy running into its own output repeats (LZ77)
         return Tree.chain([context[self.source + j % period] for j in range(n)])
