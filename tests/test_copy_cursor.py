@@ -75,22 +75,6 @@ def test_the_window_bounds_how_far_the_cursor_looks():
         assert d.draft(ctx + [12, 99, 14], 3).tokens == expect  # else rule 3: one token
 
 
-def test_one_drafter_across_prompts_drafts_as_a_fresh_one(shipped):
-    """On the byte-level target 2-gram matches are everywhere (rule 1 drafts nearly every round):
-    the loop equals greedy and a used drafter drafts what a fresh one does; that reset clears
-    the cursor is checked on known answers above."""
-    target = shipped
-    used = ms.load_drafter("copy_cursor", target)
-    a = ms.encode("Once upon a time there was a little dog who liked to run in the park and play.")
-    b = ms.encode("the cat sat on the mat. the cat sat on the")
-    ms.speculative_generate(target, used, a, 40, gamma=3)
-    again = ms.speculative_generate(target, used, b, 40, gamma=3)
-    fresh = ms.speculative_generate(target, ms.load_drafter("copy_cursor", target), b, 40, gamma=3)
-    assert [s.tree.tokens for s in again.steps] == [s.tree.tokens for s in fresh.steps]
-    assert again.tokens == ms.generate(target, b, 40).tokens
-    assert sum(s.accepted for s in again.steps) > 0
-
-
 @pytest.mark.parametrize("kw,name", [({"window": 0}, "window"), ({"max_n": 1}, "max_n"),
                                      ({"window": 2.5}, "window")])
 def test_bad_options_are_value_errors(kw, name):
