@@ -7,7 +7,7 @@ rounds, checked against a timing, and two ceilings that read the answer.
 
 For each copy-heavy chat prompt of benchmarks/real_model.py (at most 96 new tokens, greedy, stopping
 at <|im_end|>), in units of one cached one-token step s of SmolLM2 (measured here):
-  - v(k): one forward over k new tokens after a 300-token context, k = 1..16 (kit.timing.step_cost,
+  - v(k): one forward over k new tokens after a 300-token context, k = 1..32 (kit.timing.step_cost,
     the lesser of two passes);
   - p: the prompt's forward with its first token, generate(ids, 1), best of --repeats, over s.
 Autoregressive decoding costs p + (N - 1) for N new tokens. A speculative decode whose first round
@@ -17,8 +17,10 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
 "after the first token" drops p from both sides, as benchmarks/real_model.py's column of that name.
   - lookup, gamma g: the rounds of ms.speculative_generate with prompt lookup (1- to 3-grams, its
     default) drafting g tokens, read from its Result.steps (the same tokens as greedy);
-  - copy cursor, gamma 3: the same for methods/copy_cursor.py (lookup that keeps its place in the
-    text it copies), gamma 3;
+  - lookup, +2/-1: the same with HF's draft-length schedule (ms.Heuristic(3): 2 more after a
+    round that kept every draft, 1 fewer after one that did not);
+  - copy cursor, gamma 3 and +2/-1: the same for methods/copy_cursor.py (lookup that keeps its
+    place in the text it copies);
   - measured, gamma 3: lookup's decode timed against generate, paired (kit.timing), in this run;
   - oracle, best occurrence: at each round the drafter copies from whichever earlier occurrence of
     the context's last 1, 2 or 3 tokens continues like the answer does (lookup with a perfect
@@ -43,12 +45,19 @@ from minispec.bridge import smollm2
 from minispec.kit.timing import paired, spread, step_cost, timed
 
 GAMMAS = [1, 2, 3, 4, 8]
-LONGEST = 15  # the oracles draft at most this many tokens (v is measured up to k = 16)
+PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
+          + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy_cursor", 3),
+             ("copy cursor, +2/-1", "copy_cursor", "+2/-1")])  # (column, drafter, gamma)
+LONGEST = 15  # the oracles draft at most this many tokens
+WIDEST = 32  # v is measured up to k = 32 (the +2/-1 schedule drafts past 15 on a verbatim copy)
 
 
 def trace_cost(steps, v, p):
     """A decode's rounds (Result.steps) -> its cost in steps: the first round is the prompt's
     forward (p), every later one a forward over 1 + its drafted tokens, v[1 + drafted]."""
+    widest = max((1 + len(step.tree.tokens) for step in steps[1:]), default=1)
+    if widest >= len(v):
+        raise ValueError(f"a round fed {widest} tokens; v is measured up to k = {len(v) - 1}")
     return p + sum(v[1 + len(step.tree.tokens)] for step in steps[1:])
 
 
@@ -100,9 +109,9 @@ def reaches(prompt, answer, oracle):
 
 
 def profile(model, passes=2):
-    """[0, t(1), ..., t(LONGEST + 1)]: seconds of one forward over k new tokens after a 300-token
+    """[0, t(1), ..., t(WIDEST)]: seconds of one forward over k new tokens after a 300-token
     context, each the least of `passes` medians (other work on the machine only adds time)."""
-    times = [[step_cost(model, k, 300, reps=25) for k in range(1, LONGEST + 2)]
+    times = [[step_cost(model, k, 300, reps=25) for k in range(1, WIDEST + 1)]
              for _ in range(passes)]
     return [0.0] + [min(ts) for ts in zip(*times)]
 
@@ -133,16 +142,13 @@ def main():
             p = min(timed(lambda ids=ids: ms.generate(model, ids, 1))[1]
                     for _ in range(args.repeats)) / step
             row = {"prompt": label(text), "N": len(greedy), "p": p}
-            for g in GAMMAS:
-                out = ms.speculative_generate(model, lookup, ids, n_new, gamma=g, eos_token=tok.eos)
+            for column, name, gamma in PRICED:
+                policy = ms.Heuristic(3) if gamma == "+2/-1" else gamma
+                out = ms.speculative_generate(model, ms.load_drafter(name, model), ids, n_new,
+                                              gamma=policy, eos_token=tok.eos)
                 if out.tokens != greedy:
-                    raise SystemExit(f"gamma {g}: speculative output differs from greedy")
-                row[g] = trace_cost(out.steps, v, p)
-            cursor = ms.load_drafter("copy_cursor", model)
-            out = ms.speculative_generate(model, cursor, ids, n_new, gamma=3, eos_token=tok.eos)
-            if out.tokens != greedy:
-                raise SystemExit("copy cursor: speculative output differs from greedy")
-            row["cursor"] = trace_cost(out.steps, v, p)
+                    raise SystemExit(f"{column}: speculative output differs from greedy")
+                row[column] = trace_cost(out.steps, v, p)
             b, m, t_base, t_method = paired(
                 lambda ids=ids: ms.generate(model, ids, n_new, eos_token=tok.eos),
                 lambda ids=ids: ms.speculative_generate(model, lookup, ids, n_new, gamma=3,
@@ -157,9 +163,8 @@ def main():
 
 
 def write(rows, v, step, args):
-    cols = [f"lookup, gamma {g}" for g in GAMMAS] + ["copy cursor, gamma 3", "measured, gamma 3",
-                                                      "oracle, best occurrence", "oracle, any copy"]
-    keys = GAMMAS + ["cursor", "measured", "best occurrence", "any copy"]
+    keys = [column for column, _, _ in PRICED] + ["measured", "best occurrence", "any copy"]
+    cols = keys[:len(PRICED)] + ["measured, gamma 3", "oracle, best occurrence", "oracle, any copy"]
 
     def ratio(row, key, after):
         if key == "measured":
@@ -177,7 +182,8 @@ def write(rows, v, step, args):
              "drafted) over the rounds after the first (see the script's docstring); the oracles "
              "read the answer. Measured: the same decode timed against `generate`, paired, best of "
              f"{args.repeats}.", "",
-             "v(k) here: " + ", ".join(f"v({k}) {v[k]:.2f}" for k in (2, 3, 4, 5, 8, 16)) + ".", ""]
+             "v(k) here: " + ", ".join(f"v({k}) {v[k]:.2f}" for k in (2, 3, 4, 5, 8, 16, 32))
+             + ".", ""]
     for after, title in ((True, "after the first token (the prompt's forward off both sides)"),
                          (False, "end to end (the prompt's forward on both sides)")):
         lines += [f"## Speedup {title}", "",
@@ -190,9 +196,10 @@ def write(rows, v, step, args):
                      + " | ".join(spread([ratio(r, k, after) for r in rows]) for k in keys) + " |")
         lines.append("")
     medians = {k: statistics.median(ratio(r, k, False) for r in rows) for k in keys}
-    best = max(GAMMAS, key=medians.get)
-    lines += [f"Best gamma by the cost model: {best} ({medians[best]:.2f}x end to end at the "
-              f"median); the copy cursor at gamma 3: {medians['cursor']:.2f}x; lookup measured at "
+    best = max(keys[:len(PRICED)], key=medians.get)
+    lines += [f"Best by the cost model: {best} ({medians[best]:.2f}x end to end at the "
+              f"median); the copy cursor at gamma 3: {medians['copy cursor, gamma 3']:.2f}x; "
+              "lookup measured at "
               f"gamma 3: {medians['measured']:.2f}x; a perfect choice among "
               f"lookup's matches: {medians['best occurrence']:.2f}x; any copy from the context: "
               f"{medians['any copy']:.2f}x."]

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import minispec as ms
-from minispec.bridge.linear import torch_kernel
+from minispec.bridge.linear import KERNELS, packing_works, torch_kernel
+from minispec.bridge.linear import kernel as kernel_named
 from minispec.bridge.llama import Linear, Llama, LlamaConfig, from_hf, rope, rotate
 from minispec.drafters import ModelDrafter
 from minispec.methods.lookahead import Lookahead
@@ -63,35 +64,105 @@ def test_logits_equal_transformers_llama():
     assert (pieces - theirs).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("shape", [(5,), (1, 5), (1, 1, 5), (2, 3, 5), (1, 4, 5)])
-def test_linear_computes_what_nn_linear_computes(shape):
-    """Linear's W X^T form (a single token padded to two columns) gives nn.Linear's numbers for
-    one token, several, and batches, in the input's shape, row-major (so that attention's fused
-    kernel accepts the heads cut from it)."""
+def test_linear_computes_what_nn_linear_computes(shape, dtype, kernel):
+    """Each of Linear's kernels gives nn.Linear's numbers for one token, several, and batches, in
+    the input's shape, row-major (so that attention's fused kernel accepts the heads cut from it);
+    float32 without autograd is the packed kernel's case."""
     torch.manual_seed(0)
-    ours = Linear(5, 7, bias=False).double()
-    plain = torch.nn.Linear(5, 7, bias=False).double()
+    ours = Linear(5, 7, bias=False).to(dtype)
+    plain = torch.nn.Linear(5, 7, bias=False).to(dtype)
     plain.weight = ours.weight
-    x = torch.randn(*shape, dtype=torch.float64)
-    y = ours(x)
+    x = torch.randn(*shape, dtype=dtype)
+    with torch.no_grad(), kernel_named(kernel):
+        y, want, moved = ours(x), plain(x), ours(x + 1)
     assert y.shape == (*shape[:-1], 7) and y.is_contiguous()
-    assert torch.allclose(y, plain(x), atol=1e-12)
-    assert not torch.allclose(ours(x + 1), plain(x), atol=1e-6)  # it reads x
+    assert torch.allclose(y, want, atol=1e-12 if dtype == torch.float64 else 1e-6)
+    assert not torch.allclose(moved, want, atol=1e-4)  # it reads x
+    packs = kernel == "packed" and dtype == torch.float32 and packing_works()
+    assert (ours._packed is not None) == packs
 
 
-def test_torch_kernel_swaps_the_forward_for_the_block_only():
-    """Inside torch_kernel() a Linear runs nn.Linear's forward (the same numbers), and after it
-    (even after an error) its own again."""
+@pytest.mark.skipif(not packing_works(), reason="this torch has no oneDNN packed linear")
+def test_packed_linear_repacks_when_the_weight_changes():
+    """The packed copy follows W: written in place, or replaced, the next call packs again; with
+    autograd on, the product is differentiable (computed from W itself)."""
+    torch.manual_seed(0)
+    ours = Linear(64, 48)
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        first = ours(x)
+        ours.weight.mul_(2)
+        assert torch.allclose(ours(x), 2 * first, atol=1e-5)
+        ours.weight = torch.nn.Parameter(-ours.weight)
+        assert torch.allclose(ours(x), -2 * first, atol=1e-5)
+    ours(x).sum().backward()
+    assert torch.allclose(ours.weight.grad, x.sum(0).expand(48, 64))
+
+
+@pytest.mark.skipif(not packing_works(), reason="this torch has no oneDNN packed linear")
+def test_packed_kernel_keeps_a_real_sized_product():
+    """On SmolLM2's widest shape (576 -> 1536) the packed product matches the unpacked one in
+    float32 for 1 to 16 tokens."""
+    torch.manual_seed(0)
+    ours = Linear(576, 1536)
+    for n in (1, 2, 5, 8, 16):
+        x = torch.randn(n, 576)
+        with torch.no_grad(), kernel_named("columns"):
+            want = ours(x)
+        with torch.no_grad():
+            got = ours(x)
+        assert (got - want).abs().max() < 1e-4
+
+
+def test_a_packed_llama_can_be_copied_and_saved(tmp_path):
+    """After a packed forward (the packed copy has no storage), a Llama still deep-copies and
+    saves: the copy and the loaded model compute the same logits, packing their own."""
+    model = random_llama(n_embd=16, vocab_size=5)
+    x = torch.tensor([PROMPT])
+    with torch.no_grad():
+        want = model(x)
+        twin = copy.deepcopy(model)
+        torch.save(model, tmp_path / "model.pt")
+        loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+        assert torch.equal(twin(x), want) and torch.equal(loaded(x), want)
+    assert (model.lm_head._packed is not None) == packing_works()
+
+
+@pytest.mark.skipif(not packing_works(), reason="this torch has no oneDNN packed linear")
+def test_packed_linear_made_under_inference_mode():
+    """A Linear built under torch.inference_mode (an EAGLE head loaded there) has a W without a
+    version counter: it packs once and computes nn.Linear's numbers, and a new W is seen."""
+    x = torch.randn(3, 16)
+    with torch.inference_mode():
+        ours = Linear(16, 8)
+        first = ours(x)
+        assert ours._packed is not None
+        assert torch.allclose(first, x @ ours.weight.t(), atol=1e-5)
+        ours.weight = torch.nn.Parameter(2 * ours.weight)
+        assert torch.allclose(ours(x), 2 * first, atol=1e-5)
+
+
+def test_kernel_switches_for_the_block_only():
+    """Inside kernel(name) every Linear computes with that kernel (the same numbers), and after it
+    (even after an error) with the packed one again; an unknown name is refused."""
     ours = Linear(5, 7)
     x = torch.randn(1, 5)
-    with torch_kernel():
-        assert Linear.forward is torch.nn.Linear.forward
-        inside = ours(x)
-    assert Linear.forward is not torch.nn.Linear.forward
-    assert torch.allclose(inside, ours(x), atol=1e-5)
-    with pytest.raises(RuntimeError), torch_kernel():
-        raise RuntimeError("interrupted")
-    assert Linear.forward is not torch.nn.Linear.forward
+    with torch.no_grad():
+        with torch_kernel():
+            inside = ours(x)
+        assert ours._packed is None  # nn.Linear's forward ran, not the packed kernel
+        assert torch.allclose(inside, ours(x), atol=1e-5)
+        with pytest.raises(RuntimeError), kernel_named("columns"):
+            raise RuntimeError("interrupted")
+        fresh = Linear(5, 7)
+        fresh(x)
+        assert (fresh._packed is not None) == packing_works()
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        with kernel_named("gemv"):
+            pass
 
 
 def test_linear_refuses_a_bias():

@@ -388,3 +388,6 @@ def test_lookup_ceiling_trace_cost_reads_the_loops_rounds(script):
     linear = [float(k) for k in range(17)]
     want = 5.0 + sum(1 + len(s.tree.tokens) for s in later)
     assert ceiling.trace_cost(out.steps, linear, 5.0) == want
+    assert max(len(s.tree.tokens) for s in later) == 3  # gamma 3 drafted in full somewhere
+    with pytest.raises(ValueError, match="measured up to k = 3"):
+        ceiling.trace_cost(out.steps, linear[:4], 5.0)  # a round fed 4 tokens, v known to 3

@@ -1,41 +1,111 @@
 """The linear layer of minispec's Llama: the same sum as torch's nn.Linear, through a faster kernel.
 
 How much a verification call costs, v(k) in units of a one-token step, is a property of the
-kernels as well as of the hardware. Measured with SmolLM2 on a 2-core CPU (figures/real_model.md,
-benchmarks/real_model.py): torch's nn.Linear computes x W^T, and MKL ran its one-token product (a
-matrix-vector product, gemv) on one of the two cores, 37-39 ms a step, and its x W^T over 2 to 4
-tokens at 1.5 to 1.7 steps. The same sum as (W X^T)^T over 2 to 4 columns cost 1.0 to 1.3 steps,
-and a one-token step fed as two columns took 21-22 ms.
+kernels as well as of the hardware. Three kernels for the same y = x W^T, measured with SmolLM2 on
+a 2-core CPU, 2 threads (figures/real_model.md, benchmarks/real_model.py):
+- torch's nn.Linear (MKL): its one-token product (a matrix-vector product, gemv) ran on one of the
+  two cores, about 38 ms a step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
+  (figures/real_model_2threads.md);
+- "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: about 20 ms a
+  step, 1.0 to 1.2 steps up to 4 tokens, but 1.9 for 8 and 3.3 for 12;
+- "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
+  blocked layout: a step no slower, v(8) 1.3 and v(16) 1.6, and a prompt's forward in about half
+  the time (0.41-0.59 of it, in steps: figures/lookup_ceiling.md's p against the run before). The
+  curve of a memory-bound model: the extra tokens reuse the weights already read, so 8 tokens
+  cost 1.3 steps, not 8.
+The packed copy is a second copy of the weights in memory (with SmolLM2 the resident memory grew
+by 526 MiB over its first decode, measured once by hand with psutil). Where oneDNN is missing, the
+weight is not float32 on the CPU, or autograd needs the product, Linear computes "columns", the
+same sum.
 """
 from contextlib import contextmanager
 
+import torch
 import torch.nn as nn
+
+KERNELS = ("packed", "columns", "torch")
+_kernel = "packed"  # what every Linear computes now (see `kernel`)
+_packing_works = None  # None: not tried yet; then whether oneDNN packed and multiplied here
+
+
+def packing_works():
+    """Whether this torch can pack a weight for oneDNN and multiply with it (tried once)."""
+    global _packing_works
+    if _packing_works is None:
+        try:
+            w = torch.ones(3, 2)
+            packed = torch.ops.mkldnn._reorder_linear_weight(w, None)
+            y = torch.ops.mkldnn._linear_pointwise(torch.ones(1, 2), packed, None, "none", [], "")
+            _packing_works = bool(torch.equal(y, torch.full((1, 3), 2.0)))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _packing_works = False
+    return _packing_works
 
 
 class Linear(nn.Linear):
-    """nn.Linear without a bias, y = x W^T computed as (W X^T)^T with X's rows the tokens, at
-    least two of them: a single token goes in as two identical columns, never a gemv.
+    """nn.Linear without a bias: y = x W^T, through oneDNN on a packed copy of W (see the module's
+    docstring), else as (W X^T)^T with X's rows the tokens, at least two of them (one token goes
+    in as two identical columns, never a gemv).
     Example: Linear(576, 1536)(torch.randn(1, 4, 576)).shape == (1, 4, 1536)"""
 
     def __init__(self, in_features, out_features, bias=False, **kwargs):
         if bias:
             raise ValueError("Linear has no bias (Llama's linear layers have none); use nn.Linear")
         super().__init__(in_features, out_features, bias=False, **kwargs)
+        self._packed, self._packed_from = None, None
 
     def forward(self, x):
-        rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): each token's column contiguous
-        pad = rows.repeat(2, 1) if len(rows) == 1 else rows  # one token: two columns, not a gemv
-        y = (self.weight @ pad.t()).t()[:len(rows)].contiguous()  # (N, out), row-major again
+        if _kernel == "torch":
+            return super().forward(x)
+        rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
+        packed = self.packed_weight(x) if _kernel == "packed" else None
+        if packed is not None:
+            y = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
+        else:
+            pad = rows.repeat(2, 1) if len(rows) == 1 else rows  # one token: two columns
+            y = (self.weight @ pad.t()).t()[:len(rows)].contiguous()  # (N, out), row-major
         return y.reshape(*x.shape[:-1], y.shape[-1])
+
+    def packed_weight(self, x):
+        """W in oneDNN's layout, packed at the first call and again only when W has changed
+        (another tensor, or written in place); None where the packed kernel does not apply.
+        A W made under torch.inference_mode keeps no version counter: a write in place to it
+        (possible only under inference_mode) is not seen, and the old packed copy stays."""
+        w = self.weight
+        grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
+        if grad or w.device.type != "cpu" or {w.dtype, x.dtype} != {torch.float32}:
+            return None
+        if not packing_works():
+            return None
+        source = (w.data_ptr(), None if w.is_inference() else w._version)
+        if self._packed_from != source:
+            self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
+            self._packed_from = source
+        return self._packed
+
+    def __getstate__(self):
+        """Copied or saved without the packed copy (oneDNN's layout has no storage to copy): the
+        copy packs its own at its first call."""
+        state = self.__dict__.copy()
+        state["_packed"], state["_packed_from"] = None, None
+        return state
 
 
 @contextmanager
-def torch_kernel():
-    """Inside `with torch_kernel():` every Linear runs nn.Linear's own forward (x W^T, a gemv for
-    one token), to time the two kernels on the same model."""
-    forward = Linear.forward
-    Linear.forward = nn.Linear.forward
+def kernel(name):
+    """Inside `with kernel(name):` every Linear computes its product with kernel `name`: "packed"
+    (the default), "columns" or "torch" (nn.Linear's own forward, a gemv for one token), to time
+    the kernels on the same model."""
+    global _kernel
+    if name not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
+    before, _kernel = _kernel, name
     try:
         yield
     finally:
-        Linear.forward = forward
+        _kernel = before
+
+
+def torch_kernel():
+    """`with torch_kernel():` is `with kernel("torch"):`."""
+    return kernel("torch")
