@@ -11,6 +11,7 @@ import torch
 import minispec as ms
 from minispec.bridge.linear import KERNELS, packing_works, torch_kernel
 from minispec.bridge.linear import kernel as kernel_named
+import minispec.bridge.linear as linear_module
 from minispec.bridge.llama import Linear, Llama, LlamaConfig, from_hf, rope, rotate
 from minispec.drafters import ModelDrafter
 from minispec.methods.lookahead import Lookahead
@@ -143,6 +144,19 @@ def test_packed_linear_made_under_inference_mode():
         assert torch.allclose(first, x @ ours.weight.t(), atol=1e-5)
         ours.weight = torch.nn.Parameter(2 * ours.weight)
         assert torch.allclose(ours(x), 2 * first, atol=1e-5)
+
+
+def test_linear_without_onednn_computes_columns(monkeypatch):
+    """Where packing does not work (no oneDNN in this torch), Linear computes the same sum as
+    (W X^T)^T and keeps no packed copy."""
+    monkeypatch.setattr(linear_module, "_packing_works", False)
+    torch.manual_seed(0)
+    ours = Linear(16, 8)
+    x = torch.randn(1, 3, 16)
+    with torch.no_grad():
+        y = ours(x)
+    assert ours._packed is None
+    assert torch.allclose(y, x @ ours.weight.t(), atol=1e-5)
 
 
 def test_kernel_switches_for_the_block_only():
