@@ -21,6 +21,8 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
     round that kept every draft, 1 fewer after one that did not);
   - copy cursor, gamma 3 and +2/-1: the same for methods/copy_cursor.py (lookup that keeps its
     place in the text it copies);
+  - lookup tree, 8 nodes: methods/lookup_tree.py (the continuations of several earlier
+    occurrences as one tree of at most 8 nodes, a forward over 9 tokens a round);
   - measured, gamma 3: lookup's decode timed against generate, paired (kit.timing), in this run;
   - oracle, best occurrence: at each round the drafter copies from whichever earlier occurrence of
     the context's last 1, 2 or 3 tokens continues like the answer does (lookup with a perfect
@@ -47,7 +49,8 @@ from minispec.kit.timing import paired, spread, step_cost, timed
 GAMMAS = [1, 2, 3, 4, 8]
 PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
           + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy_cursor", 3),
-             ("copy cursor, +2/-1", "copy_cursor", "+2/-1")])  # (column, drafter, gamma)
+             ("copy cursor, +2/-1", "copy_cursor", "+2/-1"),
+             ("lookup tree, 8 nodes", "lookup_tree", 8)])  # (column, drafter, gamma)
 LONGEST = 15  # the oracles draft at most this many tokens
 WIDEST = 32  # v is measured up to k = 32 (the +2/-1 schedule drafts past 15 on a verbatim copy)
 

@@ -12,7 +12,9 @@ and alternating (the best of --repeats runs a side, minispec.kit.timing):
   minispec   generate  vs  speculative_generate with prompt lookup (matching 1- to 3-grams, its
              default; 2- to 3-grams only, also at temperature 1; 2- to 3-grams with the +2/-1
              draft-length schedule, ms.Heuristic), with the copy cursor (lookup that keeps its
-             place in the copied text, methods/copy_cursor.py; also at temperature 1), and with
+             place in the copied text, methods/copy_cursor.py; also at temperature 1), with
+             the lookup tree (the continuations of up to 4 earlier occurrences, 4 tokens each, as
+             one tree of at most 8 nodes, methods/lookup_tree.py; also at temperature 1), and with
              lookahead
   transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma, its default 2- then
              1-gram matching), temperature 0, on the same weights (it dequantizes the same file),
@@ -79,22 +81,30 @@ KINDS = {"copy: code": CODE_EDITS, "copy: prose": PROSE_EDITS, "free": FREE}
 COPY = CODE_EDITS + PROSE_EDITS  # every copy-heavy prompt
 
 
-METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor"]
-RUNS = [(0.0, m) for m in METHODS] + [(1.0, METHODS[1]), (1.0, "copy cursor")]  # timed pairs
+METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor",
+           "lookup tree"]
+RUNS = ([(0.0, m) for m in METHODS]
+        + [(1.0, METHODS[1]), (1.0, "copy cursor"), (1.0, "lookup tree")])  # timed pairs
+TREE_NODES = 8  # the lookup tree's budget: a forward over 9 tokens (v(9) about 1.3-1.5 packed)
 
 
 def drafter_for(name, model):
     """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
-    or lookahead."""
+    the lookup tree, or lookahead."""
     if name == "lookahead":
         return Lookahead(model)
     if name == "copy cursor":
         return ms.load_drafter("copy_cursor", model)
+    if name == "lookup tree":
+        return ms.load_drafter("lookup_tree", model)
     return ms.load_drafter("lookup", model, min_n=2 if "2-3" in name else 1)
 
 
 def policy_for(name, gamma):
-    """gamma tokens a round, or the +2/-1 schedule (ms.Heuristic) starting from gamma."""
+    """gamma tokens a round, the +2/-1 schedule (ms.Heuristic) starting from gamma, or the lookup
+    tree's node budget."""
+    if name == "lookup tree":
+        return TREE_NODES
     return ms.Heuristic(gamma) if "+2/-1" in name else gamma
 
 
@@ -132,8 +142,8 @@ def main():
     ap.add_argument("--gamma", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' side")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS,
-                    help="the drafters timed at temperature 0 (the 2-3-gram lookup and the copy "
-                         "cursor also at 1)")
+                    help="the drafters timed at temperature 0 (the 2-3-gram lookup, the copy "
+                         "cursor and the lookup tree also at 1)")
     ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -246,11 +246,12 @@ def drafters(target):
     draft = draft.to(target.wte.weight.dtype)
     return {"lookup": ms.load_drafter("lookup", target), "lookahead": Lookahead(target),
             "copy_cursor": ms.load_drafter("copy_cursor", target, window=4),
+            "lookup_tree": ms.load_drafter("lookup_tree", target, branches=3, length=3),
             "llama draft": ModelDrafter(draft), "llama tree": ModelDrafter(draft, branching=(2, 2))}
 
 
-@pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "llama draft",
-                                  "llama tree"])
+@pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "lookup_tree",
+                                  "llama draft", "llama tree"])
 def test_greedy_speculative_equals_generate_on_a_llama(name):
     target = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2)
     prompt = [3, 5, 7, 3, 5]
@@ -260,8 +261,8 @@ def test_greedy_speculative_equals_generate_on_a_llama(name):
         assert res.tokens == ref
 
 
-@pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "llama draft",
-                                  "llama tree"])
+@pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "lookup_tree",
+                                  "llama draft", "llama tree"])
 def test_exact_law_on_a_float64_llama(name, llama64, exact_law, dense, target_law):
     """The loop's draws enumerated on a Llama target: its law is the target's to 1e-12."""
     drafter = drafters(llama64)[name]

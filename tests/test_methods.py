@@ -13,7 +13,7 @@ import torch
 
 import minispec as ms
 from minispec.methods import (CopyCursorDrafter, EarlyExitDrafter, HeadDrafter, Lookahead,
-                              MedusaHeads, load_eagle, medusa_tree)
+                              LookupTreeDrafter, MedusaHeads, load_eagle, medusa_tree)
 from minispec.verify import typical_accept
 
 
@@ -41,6 +41,7 @@ METHODS = {  # name: (make(model), gamma)
     "lookahead W=3 N=3 G=2": (lambda m: Lookahead(m, 3, 3, 2), 7),
     "lookahead W=2 N=4 G=4": (lambda m: Lookahead(m, 2, 4, 4), 8),
     "copy cursor": (lambda m: CopyCursorDrafter(window=4), 3),
+    "lookup tree": (lambda m: LookupTreeDrafter(branches=3, length=3), 6),
 }
 
 
@@ -358,6 +359,8 @@ LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
     "jacobi": (lambda m: Lookahead(m, 2, candidates=0), 2, 4, dict(temperature=1.0)),
     "lookahead": (lambda m: Lookahead(m, 2, 3, 2), 4, 4, dict(temperature=1.0)),
     "copy cursor": (lambda m: CopyCursorDrafter(window=2), 2, 4, dict(temperature=1.0)),
+    "lookup tree": (lambda m: LookupTreeDrafter(branches=2, length=2), 3, 4,
+                    dict(temperature=1.0)),
 }
 
 
@@ -380,7 +383,7 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
     assert torch.allclose(dense(law, 3, n), target_law(tiny64, [1, 2], n, **kw), atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor"])
+@pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor", "lookup tree"])
 def test_sampling_chi_square(tiny_pair, target_law, chi2_pvalue, name):
     m = tiny_pair[0]
     make, gamma, _, kw = LOSSLESS[name]

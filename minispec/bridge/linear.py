@@ -2,17 +2,17 @@
 
 How much a verification call costs, v(k) in units of a one-token step, is a property of the
 kernels as well as of the hardware. Three kernels for the same y = x W^T, measured with SmolLM2 on
-a 2-core CPU, 2 threads (figures/real_model.md, benchmarks/real_model.py):
+a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceiling.md):
 - torch's nn.Linear (MKL): its one-token product (a matrix-vector product, gemv) ran on one of the
-  two cores, about 38 ms a step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
+  two cores, 1.8-1.9 times the packed step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
   (figures/real_model_2threads.md);
-- "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: about 20 ms a
-  step, 1.0 to 1.2 steps up to 4 tokens, but 1.9 for 8 and 3.3 for 12;
+- "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: 1.0 to 1.2
+  steps up to 4 tokens, but 1.9-2.1 for 8 and 2.3-3.3 for 12;
 - "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
-  blocked layout: a step no slower, v(8) 1.3 and v(16) 1.6, and a prompt's forward in about half
-  the time (0.41-0.59 of it, in steps: figures/lookup_ceiling.md's p against the run before). The
-  curve of a memory-bound model: the extra tokens reuse the weights already read, so 8 tokens
-  cost 1.3 steps, not 8.
+  blocked layout: a step no slower, v(8) 1.3-1.5 and v(16) 1.5-2.1, and a prompt's forward in
+  about half the steps (figures/lookup_ceiling.md's p: 4.7-6.6, against 9.7-12.0 with
+  "columns"). The curve of a memory-bound model: the extra tokens reuse the weights already
+  read, so 8 tokens cost 1.3-1.5 steps, not 8.
 The packed copy is a second copy of the weights in memory (with SmolLM2 the resident memory grew
 by 526 MiB over its first decode, measured once by hand with psutil). Where oneDNN is missing, the
 weight is not float32 on the CPU, or autograd needs the product, Linear computes "columns", the

@@ -1,5 +1,6 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
-early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, the
+early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor and
+as a tree, the
 fallback of two drafters, and the registry of every shipped method (`load_drafter`)."""
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
@@ -9,6 +10,7 @@ from .fallback import FallbackDrafter
 from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
 from .layer_skip import LayerSkipDrafter
 from .lookahead import Lookahead
+from .lookup_tree import LookupTreeDrafter
 from .registry import load_drafter
 from .streaming import StreamingDrafter
 from .top_k import topk_accept
@@ -16,4 +18,4 @@ from .top_k import topk_accept
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
            "BeamDrafter", "CopyCursorDrafter", "topk_accept", "LayerSkipDrafter",
-           "StreamingDrafter"]
+           "StreamingDrafter", "LookupTreeDrafter"]
