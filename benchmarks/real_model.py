@@ -14,8 +14,9 @@ and alternating (the best of --repeats runs a side, minispec.kit.timing):
              draft-length schedule, ms.Heuristic), with the copy cursor (lookup that keeps its
              place in the copied text, methods/copy_cursor.py; also at temperature 1), with
              the lookup tree (the continuations of up to 4 earlier occurrences, 4 tokens each, as
-             one tree of at most 8 nodes, methods/lookup_tree.py; also at temperature 1), and with
-             lookahead
+             one tree of at most 8 nodes, methods/lookup_tree.py; also at temperature 1), with
+             the edit lookup (lookup that drafts the answer's earlier edits of the copied text,
+             methods/edit_lookup.py), and with lookahead
   transformers  generate  vs  its prompt lookup (prompt_lookup_num_tokens=gamma, its default 2- then
              1-gram matching), temperature 0, on the same weights (it dequantizes the same file),
              and its lookup against minispec's 2-3-gram lookup
@@ -82,7 +83,7 @@ COPY = CODE_EDITS + PROSE_EDITS  # every copy-heavy prompt
 
 
 METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor",
-           "lookup tree"]
+           "lookup tree", "edit lookup"]
 RUNS = ([(0.0, m) for m in METHODS]
         + [(1.0, METHODS[1]), (1.0, "copy cursor"), (1.0, "lookup tree")])  # timed pairs
 TREE_NODES = 8  # the lookup tree's budget: a forward over 9 tokens (v(9) about 1.3-1.5 packed)
@@ -90,13 +91,15 @@ TREE_NODES = 8  # the lookup tree's budget: a forward over 9 tokens (v(9) about 
 
 def drafter_for(name, model):
     """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
-    the lookup tree, or lookahead."""
+    the lookup tree, the edit lookup, or lookahead."""
     if name == "lookahead":
         return Lookahead(model)
     if name == "copy cursor":
         return ms.load_drafter("copy_cursor", model)
     if name == "lookup tree":
         return ms.load_drafter("lookup_tree", model)
+    if name == "edit lookup":
+        return ms.load_drafter("edit_lookup", model)
     return ms.load_drafter("lookup", model, min_n=2 if "2-3" in name else 1)
 
 
@@ -132,6 +135,38 @@ def torch_step(model, context=300):
     seconds."""
     with kernel("torch"):
         return step_cost(model, 1, context, reps=25)
+
+
+def speedups(model, tok, prompts, name, temperature, n, gamma, repeats, first):
+    """Drafter `name` in speculative_generate timed against generate on every (kind, ids) of
+    prompts, paired (best of `repeats` a side) -> {kind: [(speedup, tokens per call, speedup after
+    the first token)]}, with "copy: all" the copy-heavy kinds together. first: a dict of the best
+    seconds to the first token per (temperature, prompt), filled as prompts are met (shared
+    between calls: the prompt's forward is the same work for every drafter)."""
+    rows = {kind: [] for kind, _ in prompts}
+    eos = tok.eos if temperature == 0 else None
+    for kind, ids in prompts:
+        drafter = drafter_for(name, model)
+
+        def base(ids=ids):
+            return ms.generate(model, ids, n, temperature=temperature, eos_token=eos)
+
+        def method(ids=ids, drafter=drafter):
+            return ms.speculative_generate(model, drafter, ids, n, gamma=policy_for(name, gamma),
+                                           temperature=temperature, eos_token=eos)
+
+        b, m, t_base, t_method = paired(base, method, repeats)
+        if temperature == 0 and b.tokens != m.tokens:
+            raise SystemExit(f"{name}: speculative output differs from greedy")
+        key = (temperature, tuple(ids))
+        if key not in first:  # both sides' first call: the prompt, its first token
+            first[key] = min(timed(lambda ids=ids: ms.generate(
+                model, ids, 1, temperature=temperature))[1] for _ in range(repeats))
+        after = (t_base - first[key]) / (t_method - first[key])
+        rows[kind].append((t_base / t_method, m.stats.tokens_per_call, after))
+        print(name, temperature, kind, f"{t_base / t_method:.2f}x", flush=True)
+    rows["copy: all"] = rows.get("copy: code", []) + rows.get("copy: prose", [])
+    return rows
 
 
 def main():
@@ -175,31 +210,7 @@ def main():
                   "|---|---|---|---|---|---|---|---|"]
         first = {}  # (temperature, prompt) -> best seconds to the first token: the prompt's forward
         for temperature, name in [(t, m) for t, m in RUNS if m in args.methods]:
-            rows = {kind: [] for kind in KINDS}
-            eos = tok.eos if temperature == 0 else None
-            for kind, ids in prompts:
-                drafter = drafter_for(name, model)
-
-                def base(ids=ids):
-                    return ms.generate(model, ids, n, temperature=temperature, eos_token=eos)
-
-                def method(ids=ids, drafter=drafter):
-                    return ms.speculative_generate(model, drafter, ids, n,
-                                                   gamma=policy_for(name, gamma),
-                                                   temperature=temperature, eos_token=eos)
-
-                b, m, t_base, t_method = paired(base, method, args.repeats)
-                ratio = t_base / t_method
-                if temperature == 0 and b.tokens != m.tokens:
-                    raise SystemExit(f"{name}: speculative output differs from greedy")
-                key = (temperature, tuple(ids))
-                if key not in first:  # both sides' first call: the prompt, its first token
-                    first[key] = min(timed(lambda ids=ids: ms.generate(
-                        model, ids, 1, temperature=temperature))[1] for _ in range(args.repeats))
-                after = (t_base - first[key]) / (t_method - first[key])
-                rows[kind].append((ratio, m.stats.tokens_per_call, after))
-                print(name, temperature, kind, f"{ratio:.2f}x", flush=True)
-            rows["copy: all"] = rows["copy: code"] + rows["copy: prose"]
+            rows = speedups(model, tok, prompts, name, temperature, n, gamma, args.repeats, first)
             for kind, got in rows.items():
                 ratios = [r for r, _, _ in got]
                 tally = [sum(verdict(r, band) == v for r in ratios)

@@ -247,11 +247,12 @@ def drafters(target):
     return {"lookup": ms.load_drafter("lookup", target), "lookahead": Lookahead(target),
             "copy_cursor": ms.load_drafter("copy_cursor", target, window=4),
             "lookup_tree": ms.load_drafter("lookup_tree", target, branches=3, length=3),
+            "edit_lookup": ms.load_drafter("edit_lookup", target, span=2),
             "llama draft": ModelDrafter(draft), "llama tree": ModelDrafter(draft, branching=(2, 2))}
 
 
 @pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "lookup_tree",
-                                  "llama draft", "llama tree"])
+                                  "edit_lookup", "llama draft", "llama tree"])
 def test_greedy_speculative_equals_generate_on_a_llama(name):
     target = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2)
     prompt = [3, 5, 7, 3, 5]
@@ -262,7 +263,7 @@ def test_greedy_speculative_equals_generate_on_a_llama(name):
 
 
 @pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "lookup_tree",
-                                  "llama draft", "llama tree"])
+                                  "edit_lookup", "llama draft", "llama tree"])
 def test_exact_law_on_a_float64_llama(name, llama64, exact_law, dense, target_law):
     """The loop's draws enumerated on a Llama target: its law is the target's to 1e-12."""
     drafter = drafters(llama64)[name]

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import minispec as ms
-from minispec.methods import (CopyCursorDrafter, EarlyExitDrafter, HeadDrafter, Lookahead,
-                              LookupTreeDrafter, MedusaHeads, load_eagle, medusa_tree)
+from minispec.methods import (CopyCursorDrafter, EarlyExitDrafter, EditLookupDrafter, HeadDrafter,
+                              Lookahead, LookupTreeDrafter, MedusaHeads, load_eagle, medusa_tree)
 from minispec.verify import typical_accept
 
 
@@ -42,6 +42,7 @@ METHODS = {  # name: (make(model), gamma)
     "lookahead W=2 N=4 G=4": (lambda m: Lookahead(m, 2, 4, 4), 8),
     "copy cursor": (lambda m: CopyCursorDrafter(window=4), 3),
     "lookup tree": (lambda m: LookupTreeDrafter(branches=3, length=3), 6),
+    "edit lookup": (lambda m: EditLookupDrafter(span=2), 3),
 }
 
 

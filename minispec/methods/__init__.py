@@ -1,11 +1,12 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
-early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor and
-as a tree, the
-fallback of two drafters, and the registry of every shipped method (`load_drafter`)."""
+early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, as
+a tree and with the answer's edits, the fallback of two drafters, and the registry of every shipped
+method (`load_drafter`)."""
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle
 from .early_exit import EarlyExitDrafter
+from .edit_lookup import EditLookupDrafter
 from .fallback import FallbackDrafter
 from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
 from .layer_skip import LayerSkipDrafter
@@ -18,4 +19,4 @@ from .top_k import topk_accept
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
            "BeamDrafter", "CopyCursorDrafter", "topk_accept", "LayerSkipDrafter",
-           "StreamingDrafter", "LookupTreeDrafter"]
+           "StreamingDrafter", "LookupTreeDrafter", "EditLookupDrafter"]

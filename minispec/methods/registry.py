@@ -8,6 +8,7 @@ from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, load_eagle
 from .eagle_llama import EagleLlamaDrafter, load_eagle_llama
 from .early_exit import EarlyExitDrafter
+from .edit_lookup import EditLookupDrafter
 from .heads import HeadDrafter, load_heads
 from .layer_skip import LayerSkipDrafter
 from .learned_stop import LearnedStopDrafter
@@ -16,7 +17,7 @@ from .streaming import StreamingDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter, "copy_cursor": CopyCursorDrafter,
-         "lookup_tree": LookupTreeDrafter,
+         "lookup_tree": LookupTreeDrafter, "edit_lookup": EditLookupDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
          "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
@@ -28,7 +29,8 @@ def load_drafter(name, target, **options):
     and "draft_onpolicy" (distilled on its own samples too), all with ModelDrafter's options;
     "lookup" (PromptLookupDrafter); "copy_cursor" (CopyCursorDrafter: lookup that keeps its
     place in the text it copies, for answers that edit a given text); "lookup_tree"
-    (LookupTreeDrafter: the continuations of several earlier occurrences as one tree); "early_exit"
+    (LookupTreeDrafter: the continuations of several earlier occurrences as one tree);
+    "edit_lookup" (EditLookupDrafter: lookup that drafts the answer's earlier edits); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
@@ -42,7 +44,7 @@ def load_drafter(name, target, **options):
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    model_free = name in ("lookup", "copy_cursor", "lookup_tree")
+    model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup")
     if not model_free and name not in ("early_exit", "layer_skip", "streaming", "eagle") \
             and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "

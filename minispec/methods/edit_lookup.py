@@ -1,0 +1,100 @@
+"""Prompt lookup that learns the answer's edits: a correction made once is drafted the next time.
+
+An answer that corrects a text ("teh" -> "the" throughout, a variable renamed) leaves the copied
+text at every occurrence of the edited word. Prompt lookup drafts the source's token there, the
+target rejects it, and the next round often finds no match, or a wrong one-token match: each
+occurrence of the edit costs a round or two. The answer repeats its edits, so learn them: when the
+answer leaves the copy (the target rejects a copied token, at source position s, answer position
+o) and later rejoins it (lookup's n-gram match starts at source position e, a few tokens past s),
+the source tokens s..e-1 were replaced by the answer's tokens from o up to the match. Remember that
+edit; from then on, copying through those source tokens drafts their replacement. Drafting the
+input being edited is input-guided aggressive decoding (Ge et al. 2022, for grammatical error
+correction); remembering edits is minispec's own heuristic, designed on the spelling prompt of
+benchmarks/real_model.py (its trace: lookup drafted " te"+"h" seven times where the answer wrote
+" the") and checked on prompts written after it (benchmarks/lookup_runs.py's held-out set).
+
+The guesses are deterministic (no q): verification draws x ~ p and keeps a guess equal to it, so
+the loop stays lossless at any temperature (the edits depend only on past contexts and what was
+kept).
+"""
+from ..drafters import Drafter
+from ..sampling import whole
+from ..tree import Tree
+
+
+class EditLookupDrafter(Drafter):
+    """Prompt lookup (1- to max_n-grams, the newest occurrence of the longest) that replaces, in
+    what it copies, every source span the answer has edited before (spans of at most `span`
+    tokens on either side). Example: speculative_generate(target, EditLookupDrafter(), ids, 96,
+    gamma=3)"""
+
+    def __init__(self, max_n=3, span=3):
+        self.max_n = whole(max_n, "max_n")
+        self.span = whole(span, "span")
+        self.reset(None, None)
+
+    def reset(self, target, cache):
+        self.edits = {}   # source tokens -> the answer's tokens in their place (tuples)
+        self.gap = None   # (source position, answer position) where the answer left the copy
+        self.plan = None  # this round's draft: (context length, n, source position of each token)
+
+    def match(self, context):
+        """The newest earlier occurrence of the longest tail n-gram -> (where the copy starts, n),
+        or (None, 0)."""
+        for n in range(min(self.max_n, len(context) - 1), 0, -1):
+            for i in range(len(context) - n - 1, -1, -1):
+                if context[i:i + n] == context[-n:]:
+                    return i + n, n
+        return None, 0
+
+    def learn(self, context, start, n):
+        """The answer rejoins the copy: its last n tokens match the source at start - n. If that is
+        a little past where it left (the gap), the source tokens in between became the answer's."""
+        s, o = self.gap
+        source, answer = context[s:start - n], context[o:len(context) - n]
+        if s <= start - n and len(source) <= self.span and len(answer) <= self.span:
+            if source and answer and source != answer:  # not learnt: insertions, deletions
+                self.edits[tuple(source)] = tuple(answer)
+            self.gap = None
+
+    def copy(self, context, start, gamma):
+        """gamma tokens copied from `start` (periodic past the context's end, as lookup's), each
+        edited source span replaced -> (tokens, the source position of each, None inside a
+        replacement)."""
+        period = len(context) - start
+        source = [context[start + j % period] for j in range(gamma + self.span)]
+        tokens, where, j = [], [], 0
+        while len(tokens) < gamma and j < len(source):
+            edit = next((k for k in self.edits if tuple(source[j:j + len(k)]) == k), None)
+            if edit is None:
+                tokens.append(source[j])
+                where.append(start + j)
+                j += 1
+                continue
+            tokens += self.edits[edit]
+            where += [start + j] + [None] * (len(self.edits[edit]) - 1)
+            j += len(edit)
+        return tokens[:gamma], where[:gamma]
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        context = list(context)
+        gamma = gamma if depth is None else min(gamma, depth)
+        start, n = self.match(context)
+        self.plan = None
+        if start is None or gamma == 0:
+            return Tree.chain([])
+        if self.gap is not None:
+            self.learn(context, start, n)
+        tokens, where = self.copy(context, start, gamma)
+        self.plan = (len(context), n, where)
+        return Tree.chain(tokens)
+
+    def accept(self, context, tree, path, hidden, logits):
+        if self.plan is None or len(path) == len(tree.tokens):
+            return  # nothing drafted, or all of it kept: still on the copy
+        length, n, where = self.plan
+        left = where[len(path)]  # the source position the answer did not follow
+        credible = len(path) > 0 or n > 1 or self.gap is None  # a missed 1-gram guess keeps a gap
+        if left is not None and credible:
+            self.gap = (left, length + len(path))
