@@ -8,9 +8,9 @@ same on edit prompts written after the edit lookup (held out).
 
 The bar asks for a median of at least 1.5x end to end. One run of benchmarks/real_model.py times
 each prompt as the best of a few alternating decodes a side, and on this shared 2-core machine the
-median over the 9 prompts has moved by up to 0.08x between runs of the same code
-(figures/real_model.md), more than its distance from the bar. So one run cannot say on which side
-of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
+median over the 9 prompts has moved by up to 0.17x between runs of the same code
+(figures/lookup_runs.md: 1.38-1.55x), more than its distance from the bar. So one run cannot say
+on which side of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
 `speedups`, temperature 0, gamma 3, at most 96 new tokens, stopping at <|im_end|>) --runs times in
 one process, one run after another, and reports:
   - each run's median (min-max) over the 9 prompts, end to end and after the first token;
@@ -100,8 +100,8 @@ def main():
 
 
 def write(runs, band, args):
-    lines = [f"# Prompt lookup on the copy-heavy prompts, timed {args.runs} times "
-             f"({time.strftime('%Y-%m-%d')})", "",
+    lines = [f"# {' and '.join(args.methods).capitalize()} on the copy-heavy and held-out prompts, "
+             f"timed {args.runs} times ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/lookup_runs.py --runs {args.runs} --repeats {args.repeats} "
              f"--threads {args.threads} --methods "
              + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + "`: "
@@ -118,7 +118,8 @@ def write(runs, band, args):
         title = "the 9 copy-heavy prompts (the bar)" if subset == "copy: all" else \
             f"the {len(texts)} held-out edit prompts"
         lines += [f"## {name}: {title}", "",
-                  "| run | speedup median (min-max) | after the first token | tokens per call |",
+                  "| run | speedup median (min-max) | after the first token | tokens per call "
+                  "(median) |",
                   "|---|---|---|---|"]
         for r, got in enumerate(per_run):
             lines.append(f"| {r + 1} | {spread([s for s, _, _ in got])} | "

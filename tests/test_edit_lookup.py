@@ -1,6 +1,7 @@
-"""EditLookupDrafter (minispec/methods/edit_lookup.py): the edits it learns and drafts, on known
-answers, and that it is prompt lookup until it has learnt one; greedy equality and the exact law
-run in test_methods.py, test_llama.py and test_smollm2.py."""
+"""EditLookupDrafter (minispec/methods/edit_lookup.py): the edits it learns, forgets and drafts,
+on known answers, and that it is prompt lookup until it has learnt one. Greedy equality runs in
+test_methods.py, test_llama.py and test_smollm2.py; the exact law and a chi-square at temperature
+1 in test_methods.py, with edits seeded so that the edit path is drafted within 4 tokens."""
 import random
 
 import pytest
@@ -33,8 +34,8 @@ def rounds(drafter, prompt, answer, gamma=3):
 
 def test_an_edit_made_once_is_drafted_the_next_time():
     """Round by round: lookup's draft through the first typo is rejected at 7 (the answer writes
-    9); the answer rejoins the text at 3, so 7 8 -> 9 is learnt; after 5 the drafter drafts 9 6
-    where plain lookup drafts the typo again."""
+    9); the answer rejoins the text at 3, so 7 8 -> 9 is learnt; after 3 the drafter drafts 4 5 9
+    where plain lookup drafts 4 5 7, the typo again."""
     drafter = EditLookupDrafter()
     got = dict((tuple(a), d) for a, d in rounds(drafter, PROMPT, ANSWER))
     assert got[(1,)] == [2, 7, 8]  # the answer leaves the text at 7
@@ -56,15 +57,68 @@ def test_a_wrong_one_token_guess_does_not_lose_the_edit():
 
 
 def test_insertions_and_deletions_teach_nothing():
-    """An answer that adds a token (5 -> 5 0) and rejoins where it left learns no edit (nothing
-    of the text was replaced); an answer that drops tokens (7 8) learns none either (a deletion
-    would delete every later copy of them)."""
-    inserted = EditLookupDrafter()
-    rounds(inserted, PROMPT, [1, 2, 7, 8, 3, 4, 5, 0, 7, 8, 6])
-    assert inserted.edits == {}
+    """An answer that drops tokens (7 8) learns no edit (a deletion would delete every later copy
+    of them). An answer that adds a token and rejoins the text where it left it (no source tokens
+    in between) learns none either, and the gap closes."""
     dropped = EditLookupDrafter()
     rounds(dropped, PROMPT, [1, 2, 3, 4, 5, 6])
     assert dropped.edits == {}
+    inserted = EditLookupDrafter()
+    context = PROMPT + [1, 2, 12, 7]  # 12 inserted before 7, which the answer then copies
+    inserted.gap = (2, len(PROMPT) + 2)
+    inserted.learn(context, 3, 1)  # [7] matches the source at 2: the copy starts at 3
+    assert inserted.edits == {} and inserted.gap is None
+
+
+def test_an_edit_the_answer_does_not_make_again_is_forgotten():
+    """The answer left the copy at 7 8 and rejoined after them having written 7 8 itself: the edit
+    7 8 -> 9 learnt before is dropped."""
+    drafter = EditLookupDrafter()
+    drafter.edits = {(7, 8): (9,)}
+    context = PROMPT + [1, 2, 7, 8, 3]
+    drafter.gap = (2, len(PROMPT) + 2)
+    drafter.learn(context, 5, 1)  # [3] matches the source at 4
+    assert drafter.edits == {} and drafter.gap is None
+
+
+def test_a_gap_the_answer_never_rejoins_closes():
+    """The answer writes more than `span` tokens of its own after leaving the copy: the gap
+    closes without an edit (a later match far away must not pair with it)."""
+    drafter = EditLookupDrafter(span=2)
+    context = PROMPT + [1, 2, 12, 13, 14, 3]
+    drafter.gap = (2, len(PROMPT) + 2)
+    drafter.learn(context, 5, 1)
+    assert drafter.edits == {} and drafter.gap is None
+
+
+def test_the_longest_edit_wins_and_a_rejected_replacement_reopens_the_gap_at_its_source():
+    """Edits 7 -> 5 and 7 8 -> 9: a copy through 7 8 drafts 9. If the target rejects that 9, the
+    answer left the text at the source position of 7 (2)."""
+    drafter = EditLookupDrafter()
+    drafter.edits = {(7,): (5,), (7, 8): (9,)}
+    context = PROMPT + [1, 2]
+    tree = drafter.draft(context, 3)
+    assert tree.tokens == [9, 3, 4]
+    drafter.accept(context, tree, [], None, None)
+    assert drafter.gap == (2, len(context))
+
+
+def test_a_periodic_copy_records_positions_inside_the_context():
+    """Context 3 4 3: the copy from position 1 runs past the end and repeats 4 3 (period 2); a
+    draft rejected at its third token left the text at position 1, not 3."""
+    drafter = EditLookupDrafter()
+    tree = drafter.draft([3, 4, 3], 3)
+    assert tree.tokens == [4, 3, 4]
+    drafter.accept([3, 4, 3], tree, [0, 1], None, None)
+    assert drafter.gap == (1, 5)
+
+
+def test_another_drafters_tree_is_ignored():
+    """Inside FallbackDrafter(X, edit lookup), accept may be told of X's tree: no error, no gap."""
+    drafter = EditLookupDrafter()
+    drafter.draft(PROMPT + [1], 3)  # its own draft: 2 7 8
+    drafter.accept(PROMPT + [1], ms.Tree.chain([5, 5, 5, 5, 5]), [0], None, None)
+    assert drafter.gap is None
 
 
 def test_without_an_edit_it_drafts_what_lookup_drafts():
@@ -97,10 +151,13 @@ def test_reset_forgets_the_edits():
 
 
 def test_the_loop_with_it_equals_greedy_on_the_tiny_target():
+    """Greedy equality on the shipped target, with edits learnt on the way (the edit path runs)."""
     target = ms.load_model("target")
     ids = ms.encode("teh cat sat on teh mat. the cat sat on the mat. teh dog")
-    res = ms.speculative_generate(target, EditLookupDrafter(), ids, 40, gamma=3)
+    drafter = EditLookupDrafter()
+    res = ms.speculative_generate(target, drafter, ids, 40, gamma=3)
     assert res.tokens == ms.generate(target, ids, 40).tokens
+    assert drafter.edits
 
 
 def test_options_are_checked():

@@ -349,6 +349,17 @@ def test_bad_lookahead_settings_raise(random_gpt, kw, name):
 # --- sampling: lossless, exactly ------------------------------------------------------------------
 
 SMALL_TREE = [(0,), (1,), (0, 0), (1, 1)]
+
+
+class SeededEdits(EditLookupDrafter):
+    """The edit lookup with two edits already learnt (reset keeps them), so that its edit path is
+    drafted within the few tokens an exact law can enumerate (learning one takes more)."""
+
+    def reset(self, target, cache):
+        super().reset(target, cache)
+        self.edits = {(2,): (1, 0), (0, 1): (2,)}
+
+
 LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
     "early exit": (lambda m: EarlyExitDrafter(m, 1), 2, 3, dict(temperature=1.0)),
     "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, threshold=0.6), 3, 3,
@@ -362,12 +373,28 @@ LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
     "copy cursor": (lambda m: CopyCursorDrafter(window=2), 2, 4, dict(temperature=1.0)),
     "lookup tree": (lambda m: LookupTreeDrafter(branches=2, length=2), 3, 4,
                     dict(temperature=1.0)),
+    "edit lookup, edits seeded": (lambda m: SeededEdits(), 3, 4, dict(temperature=1.0)),
 }
 
 
 @pytest.fixture(scope="module")
 def tiny64(tiny_pair):
     return copy.deepcopy(tiny_pair[0]).double()
+
+
+def test_seeded_edits_are_drafted(tiny64):
+    """The drafts of "edit lookup, edits seeded" below are not plain lookup's: the edit path is
+    what the exact law and the chi-square check."""
+    prompt, edited = [1, 2], 0
+    for seed in range(5):
+        res = ms.speculative_generate(tiny64, SeededEdits(), prompt, 4, gamma=3, temperature=1.0,
+                                      seed=seed)
+        context = list(prompt)
+        for step in res.steps:
+            edited += step.tree.tokens != ms.PromptLookupDrafter().match(context,
+                                                                         len(step.tree.tokens))
+            context += [step.tree.tokens[i] for i in step.path] + [step.token]
+    assert edited
 
 
 @pytest.mark.parametrize("name", LOSSLESS)
@@ -384,7 +411,8 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
     assert torch.allclose(dense(law, 3, n), target_law(tiny64, [1, 2], n, **kw), atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor", "lookup tree"])
+@pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor", "lookup tree",
+                                  "edit lookup, edits seeded"])
 def test_sampling_chi_square(tiny_pair, target_law, chi2_pvalue, name):
     m = tiny_pair[0]
     make, gamma, _, kw = LOSSLESS[name]

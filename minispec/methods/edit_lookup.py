@@ -7,7 +7,11 @@ occurrence of the edit costs a round or two. The answer repeats its edits, so le
 answer leaves the copy (the target rejects a copied token, at source position s, answer position
 o) and later rejoins it (lookup's n-gram match starts at source position e, a few tokens past s),
 the source tokens s..e-1 were replaced by the answer's tokens from o up to the match. Remember that
-edit; from then on, copying through those source tokens drafts their replacement. Drafting the
+edit; from then on, copying through those source tokens drafts their replacement (the longest
+edit that matches). An edit is forgotten when the answer later leaves the copy there and writes the
+source tokens themselves; insertions and deletions are not learnt (a deletion would drop every
+later copy of its tokens); a rejected one-token guess does not move the gap, and an answer that
+runs more than `span` tokens past the gap closes it. Drafting the
 input being edited is input-guided aggressive decoding (Ge et al. 2022, for grammatical error
 correction); remembering edits is minispec's own heuristic, designed on the spelling prompt of
 benchmarks/real_model.py (its trace: lookup drafted " te"+"h" seven times where the answer wrote
@@ -36,7 +40,7 @@ class EditLookupDrafter(Drafter):
     def reset(self, target, cache):
         self.edits = {}   # source tokens -> the answer's tokens in their place (tuples)
         self.gap = None   # (source position, answer position) where the answer left the copy
-        self.plan = None  # this round's draft: (context length, n, source position of each token)
+        self.plan = None  # this round's draft: (context length, n, tokens, source position of each)
 
     def match(self, context):
         """The newest earlier occurrence of the longest tail n-gram -> (where the copy starts, n),
@@ -49,30 +53,37 @@ class EditLookupDrafter(Drafter):
 
     def learn(self, context, start, n):
         """The answer rejoins the copy: its last n tokens match the source at start - n. If that is
-        a little past where it left (the gap), the source tokens in between became the answer's."""
+        a little past where it left (the gap), the source tokens in between became the answer's
+        (an edit, learnt or replaced), or the answer kept them (an edit of them is forgotten). An
+        answer that runs more than `span` tokens past the gap without rejoining closes it."""
         s, o = self.gap
-        source, answer = context[s:start - n], context[o:len(context) - n]
-        if s <= start - n and len(source) <= self.span and len(answer) <= self.span:
-            if source and answer and source != answer:  # not learnt: insertions, deletions
-                self.edits[tuple(source)] = tuple(answer)
+        source, answer = tuple(context[s:start - n]), tuple(context[o:len(context) - n])
+        if len(answer) > self.span:
+            self.gap = None
+        elif s <= start - n and len(source) <= self.span:
+            if source == answer:
+                self.edits.pop(source, None)
+            elif source and answer:  # not learnt: insertions (no source), deletions (no answer)
+                self.edits[source] = answer
             self.gap = None
 
     def copy(self, context, start, gamma):
         """gamma tokens copied from `start` (periodic past the context's end, as lookup's), each
-        edited source span replaced -> (tokens, the source position of each, None inside a
-        replacement)."""
+        edited source span replaced (the longest that matches) -> (tokens, the source position of
+        each, None inside a replacement)."""
         period = len(context) - start
         source = [context[start + j % period] for j in range(gamma + self.span)]
         tokens, where, j = [], [], 0
         while len(tokens) < gamma and j < len(source):
-            edit = next((k for k in self.edits if tuple(source[j:j + len(k)]) == k), None)
+            here = [k for k in self.edits if tuple(source[j:j + len(k)]) == k]
+            edit = max(here, key=len, default=None)
             if edit is None:
                 tokens.append(source[j])
-                where.append(start + j)
+                where.append(start + j % period)
                 j += 1
                 continue
             tokens += self.edits[edit]
-            where += [start + j] + [None] * (len(self.edits[edit]) - 1)
+            where += [start + j % period] + [None] * (len(self.edits[edit]) - 1)
             j += len(edit)
         return tokens[:gamma], where[:gamma]
 
@@ -87,13 +98,13 @@ class EditLookupDrafter(Drafter):
         if self.gap is not None:
             self.learn(context, start, n)
         tokens, where = self.copy(context, start, gamma)
-        self.plan = (len(context), n, where)
+        self.plan = (len(context), n, tokens, where)
         return Tree.chain(tokens)
 
     def accept(self, context, tree, path, hidden, logits):
-        if self.plan is None or len(path) == len(tree.tokens):
-            return  # nothing drafted, or all of it kept: still on the copy
-        length, n, where = self.plan
+        if self.plan is None or self.plan[2] != tree.tokens or len(path) == len(tree.tokens):
+            return  # nothing drafted (or another drafter's tree), or all kept: still on the copy
+        length, n, _, where = self.plan
         left = where[len(path)]  # the source position the answer did not follow
         credible = len(path) > 0 or n > 1 or self.gap is None  # a missed 1-gram guess keeps a gap
         if left is not None and credible:
