@@ -12,7 +12,8 @@ median over the 9 prompts has moved by up to 0.17x between runs of the same code
 (figures/lookup_runs.md: 1.38-1.55x), more than its distance from the bar. So one run cannot say
 on which side of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
 `speedups`, temperature 0, gamma 3, at most 96 new tokens, stopping at <|im_end|>) --runs times in
-one process, one run after another, and reports:
+one process, one run after another (the methods taking turns to go first, so that a machine
+that drifts within a run does not always favour the same one), and reports:
   - each run's median (min-max) over the 9 prompts, end to end and after the first token;
   - each prompt's speedup in every run, and its median over the runs;
   - two summaries of the bar: the median of the runs' medians (with their range, and how many
@@ -90,7 +91,7 @@ def main():
                           args.repeats, 2)
         for r in range(args.runs):
             first = {}  # measured again each run: the prompt's forward moves with the machine
-            for name in args.methods:
+            for name in args.methods[::1 if r % 2 == 0 else -1]:  # first in turn: drift is shared
                 got = speedups(model, tok, prompts, name, 0.0, 96, 3, args.repeats, first)
                 for s in SETS:
                     runs[name, s].append(got[s])
@@ -110,7 +111,8 @@ def write(runs, band, args):
              "script, temperature 0, gamma 3, at most 96 new tokens "
              "(stopping at <|im_end|>); each speedup the best of "
              f"{args.repeats} alternating decodes a side (autoregressive time / speculative "
-             "time, every output equal to greedy), the runs one after another in one process. "
+             "time, every output equal to greedy), the runs one after another in one process, the "
+             "methods taking turns to go first (run 1 in the order named). "
              f"Noise band at the start (one decode timed against itself): +-{band:.1%}.", ""]
     for (name, subset), per_run in runs.items():
         texts = SETS[subset]

@@ -120,6 +120,16 @@ class ModelDrafter(Drafter):
         self.cache.crop(min(len(context) + kept, self.cache.length))
 
 
+def tail_matches(context, max_n, min_n=1):
+    """Earlier occurrences of the context's last n tokens, n = max_n down to min_n, newest first:
+    yields (where the copy starts, just after the occurrence; n)."""
+    for n in range(min(max_n, len(context) - 1), min_n - 1, -1):
+        tail = context[-n:]
+        for i in range(len(context) - n - 1, -1, -1):
+            if context[i:i + n] == tail:
+                yield i + n, n
+
+
 class PromptLookupDrafter(Drafter):
     """Prompt lookup decoding (Saxena 2023; not one the survey centres on): no model, strong on
     code, which repeats. Match the context's last n-gram earlier in the context and copy what
@@ -138,11 +148,8 @@ class PromptLookupDrafter(Drafter):
 
     def match(self, context, gamma):
         """gamma tokens that followed the latest earlier occurrence of the longest matching tail."""
-        for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
-            tail = context[-n:]
-            for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
-                if context[i:i + n] == tail:  # copy what followed; past the end, period len - i - n
-                    return [context[i + n + j % (len(context) - i - n)] for j in range(gamma)]
+        for start, _ in tail_matches(context, self.max_n, self.min_n):  # the first: longest, newest
+            return [context[start + j % (len(context) - start)] for j in range(gamma)]  # its copy
         return []  # no match (or context shorter than min_n + 1): propose nothing
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,

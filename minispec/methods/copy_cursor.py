@@ -23,7 +23,7 @@ The cursor follows every draft, a rejected one-token guess included, so an edite
 occurs earlier in the context moves it away from the copied text; rule 2 then looks in the wrong
 place until a 2- or 3-gram match moves it again.
 """
-from ..drafters import Drafter
+from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
 
@@ -43,10 +43,8 @@ class CopyCursorDrafter(Drafter):
 
     def find(self, context, gamma):
         """The three rules -> (where the draft is copied from, how many tokens), or (None, 0)."""
-        for n in range(min(self.max_n, len(context) - 1), 1, -1):
-            for i in range(len(context) - n - 1, -1, -1):  # earlier occurrences, newest first
-                if context[i:i + n] == context[-n:]:
-                    return i + n, gamma
+        for start, _ in tail_matches(context, self.max_n, 2):  # lookup's rule, 2-grams and up
+            return start, gamma
         if self.cursor is not None and context:
             ahead = context[self.cursor:min(self.cursor + self.window, len(context) - 1)]
             if context[-1] in ahead:

@@ -21,7 +21,7 @@ The guesses are deterministic (no q): verification draws x ~ p and keeps a guess
 the loop stays lossless at any temperature (the edits depend only on past contexts and what was
 kept).
 """
-from ..drafters import Drafter
+from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
 
@@ -41,15 +41,6 @@ class EditLookupDrafter(Drafter):
         self.edits = {}   # source tokens -> the answer's tokens in their place (tuples)
         self.gap = None   # (source position, answer position) where the answer left the copy
         self.plan = None  # this round's draft: (context length, n, tokens, source position of each)
-
-    def match(self, context):
-        """The newest earlier occurrence of the longest tail n-gram -> (where the copy starts, n),
-        or (None, 0)."""
-        for n in range(min(self.max_n, len(context) - 1), 0, -1):
-            for i in range(len(context) - n - 1, -1, -1):
-                if context[i:i + n] == context[-n:]:
-                    return i + n, n
-        return None, 0
 
     def learn(self, context, start, n):
         """The answer rejoins the copy: its last n tokens match the source at start - n. If that is
@@ -91,7 +82,7 @@ class EditLookupDrafter(Drafter):
               depth=None):
         context = list(context)
         gamma = gamma if depth is None else min(gamma, depth)
-        start, n = self.match(context)
+        start, n = next(tail_matches(context, self.max_n), (None, 0))  # lookup's: longest, newest
         self.plan = None
         if start is None or gamma == 0:
             return Tree.chain([])

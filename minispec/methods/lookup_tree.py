@@ -18,7 +18,7 @@ longer n-grams first, the newest occurrence first within an n, so the first bran
 draft. The guesses are deterministic (no q): verification draws x ~ p and keeps a guess equal to
 it, lossless at any temperature.
 """
-from ..drafters import Drafter
+from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
 
@@ -41,17 +41,12 @@ class LookupTreeDrafter(Drafter):
         the last n tokens, newest first, the `length` tokens after it (past the context's end the
         copy repeats with period len - i - n, as PromptLookupDrafter.match), skipping repeats."""
         paths = []
-        for n in range(min(self.max_n, len(context) - 1), self.min_n - 1, -1):
-            tail = context[-n:]
-            for i in range(len(context) - n - 1, -1, -1):
-                if context[i:i + n] != tail:
-                    continue
-                period = len(context) - i - n
-                path = [context[i + n + j % period] for j in range(length)]
-                if path not in paths:
-                    paths.append(path)
-                if len(paths) == self.branches:
-                    return paths
+        for start, _ in tail_matches(context, self.max_n, self.min_n):
+            path = [context[start + j % (len(context) - start)] for j in range(length)]
+            if path not in paths:
+                paths.append(path)
+            if len(paths) == self.branches:
+                return paths
         return paths
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
