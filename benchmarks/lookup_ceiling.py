@@ -23,6 +23,8 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
     place in the text it copies);
   - lookup tree, 8 nodes: methods/lookup_tree.py (the continuations of several earlier
     occurrences as one tree of at most 8 nodes, a forward over 9 tokens a round);
+  - edit lookup, gamma 3 and 5: methods/edit_lookup.py (lookup that drafts the answer's earlier
+    edits of the copied text);
   - measured, gamma 3: lookup's decode timed against generate, paired (kit.timing), in this run;
   - oracle, best occurrence: at each round the drafter copies from whichever earlier occurrence of
     the context's last 1, 2 or 3 tokens continues like the answer does (lookup with a perfect
@@ -46,11 +48,12 @@ import minispec as ms
 from minispec.bridge import smollm2
 from minispec.kit.timing import paired, spread, step_cost, timed
 
-GAMMAS = [1, 2, 3, 4, 8]
+GAMMAS = [1, 2, 3, 4, 5, 8]
 PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
           + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy_cursor", 3),
              ("copy cursor, +2/-1", "copy_cursor", "+2/-1"),
-             ("lookup tree, 8 nodes", "lookup_tree", 8)])  # (column, drafter, gamma)
+             ("lookup tree, 8 nodes", "lookup_tree", 8), ("edit lookup, gamma 3", "edit_lookup", 3),
+             ("edit lookup, gamma 5", "edit_lookup", 5)])  # (column, drafter, gamma)
 LONGEST = 15  # the oracles draft at most this many tokens
 WIDEST = 32  # v is measured up to k = 32 (the +2/-1 schedule drafts past 15 on a verbatim copy)
 
@@ -185,7 +188,7 @@ def write(rows, v, step, args):
              "drafted) over the rounds after the first (see the script's docstring); the oracles "
              "read the answer. Measured: the same decode timed against `generate`, paired, best of "
              f"{args.repeats}.", "",
-             "v(k) here: " + ", ".join(f"v({k}) {v[k]:.2f}" for k in (2, 3, 4, 5, 8, 16, 32))
+             "v(k) here: " + ", ".join(f"v({k}) {v[k]:.2f}" for k in (2, 3, 4, 5, 6, 8, 16, 32))
              + ".", ""]
     for after, title in ((True, "after the first token (the prompt's forward off both sides)"),
                          (False, "end to end (the prompt's forward on both sides)")):
