@@ -9,10 +9,10 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
 - "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: 1.0 to 1.2
   steps up to 4 tokens, but 1.9-2.1 for 8 and 2.3-3.3 for 12;
 - "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
-  blocked layout: a step no slower, v(8) 1.3-1.5 and v(16) 1.5-2.1, and a prompt's forward in
-  about half the steps (figures/lookup_ceiling.md's p: 4.7-6.6, against 9.7-12.0 with
+  blocked layout: a step no slower, v(8) 1.15-1.5 and v(16) 1.5-2.1, and a prompt's forward in
+  about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs, against 9.7-12.0 with
   "columns"). The curve of a memory-bound model: the extra tokens reuse the weights already
-  read, so 8 tokens cost 1.3-1.5 steps, not 8.
+  read, so 8 tokens cost 1.15-1.5 steps, not 8.
 The packed copy is a second copy of the weights in memory (with SmolLM2 the resident memory grew
 by 526 MiB over its first decode, measured once by hand with psutil). Where oneDNN is missing, the
 weight is not float32 on the CPU, or autograd needs the product, Linear computes "columns", the
