@@ -11,7 +11,8 @@ each prompt as the best of a few alternating decodes a side, and on this shared 
 median over the 9 prompts has moved by up to 0.17x between runs of the same code
 (figures/lookup_runs.md: 1.38-1.55x), more than its distance from the bar. So one run cannot say
 on which side of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
-`speedups`, temperature 0, gamma 3, at most 96 new tokens, stopping at <|im_end|>) --runs times in
+`speedups`, temperature 0, gamma 3 (the match-length methods: 8 after a match of 6 tokens, 3
+otherwise), at most 96 new tokens, stopping at <|im_end|>) --runs times in
 one process, one run after another (the methods taking turns to go first, so that a machine
 that drifts within a run does not always favour the same one), and reports:
   - each run's median (min-max) over the 9 prompts, end to end and after the first token;
@@ -108,7 +109,9 @@ def write(runs, band, args):
              + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + "`: "
              f"SmolLM2-135M-Instruct, the {len(COPY)} copy-heavy chat prompts of "
              f"`benchmarks/real_model.py` and the {len(HELD_OUT)} held-out edit prompts of this "
-             "script, temperature 0, gamma 3, at most 96 new tokens "
+             "script, temperature 0, gamma 3 (the match-length methods, "
+             "`minispec/methods/match_length.py`: 8 after a match of 6 tokens, else 3), "
+             "at most 96 new tokens "
              "(stopping at <|im_end|>); each speedup the best of "
              f"{args.repeats} alternating decodes a side (autoregressive time / speculative "
              "time, every output equal to greedy), the runs one after another in one process, the "

@@ -83,15 +83,20 @@ COPY = CODE_EDITS + PROSE_EDITS  # every copy-heavy prompt
 
 
 METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor",
-           "lookup tree", "edit lookup"]
+           "lookup tree", "edit lookup", "lookup, match length", "edit lookup, match length"]
 RUNS = ([(0.0, m) for m in METHODS]
         + [(1.0, METHODS[1]), (1.0, "copy cursor"), (1.0, "lookup tree")])  # timed pairs
 TREE_NODES = 8  # the lookup tree's budget: a forward over 9 tokens (v(9) about 1.3-1.5 packed)
+LONG = 8  # the match-length methods' gamma after a match of 6 tokens (3 after a shorter one)
 
 
 def drafter_for(name, model):
     """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
-    the lookup tree, the edit lookup, or lookahead."""
+    the lookup tree, the edit lookup, either lookup with its draft length set by its match
+    (methods/match_length.py), or lookahead."""
+    if name.endswith(", match length"):
+        inner = ms.load_drafter("edit_lookup" if name.startswith("edit") else "lookup", model)
+        return ms.load_drafter("match_length", model, drafter=inner)
     if name == "lookahead":
         return Lookahead(model)
     if name == "copy cursor":
@@ -104,10 +109,12 @@ def drafter_for(name, model):
 
 
 def policy_for(name, gamma):
-    """gamma tokens a round, the +2/-1 schedule (ms.Heuristic) starting from gamma, or the lookup
-    tree's node budget."""
+    """gamma tokens a round, the +2/-1 schedule (ms.Heuristic) starting from gamma, the lookup
+    tree's node budget, or LONG for the match-length methods (which draft 3 after a short match)."""
     if name == "lookup tree":
         return TREE_NODES
+    if name.endswith(", match length"):
+        return LONG
     return ms.Heuristic(gamma) if "+2/-1" in name else gamma
 
 

@@ -13,7 +13,8 @@ import torch
 
 import minispec as ms
 from minispec.methods import (CopyCursorDrafter, EarlyExitDrafter, EditLookupDrafter, HeadDrafter,
-                              Lookahead, LookupTreeDrafter, MedusaHeads, load_eagle, medusa_tree)
+                              Lookahead, LookupTreeDrafter, MatchLengthDrafter, MedusaHeads,
+                              load_eagle, medusa_tree)
 from minispec.verify import typical_accept
 
 
@@ -43,6 +44,8 @@ METHODS = {  # name: (make(model), gamma)
     "copy cursor": (lambda m: CopyCursorDrafter(window=4), 3),
     "lookup tree": (lambda m: LookupTreeDrafter(branches=3, length=3), 6),
     "edit lookup": (lambda m: EditLookupDrafter(span=2), 3),
+    "match length": (lambda m: MatchLengthDrafter(short=2, long=4), 6),
+    "match length, edit lookup": (lambda m: MatchLengthDrafter(EditLookupDrafter(), 1, 3), 5),
 }
 
 

@@ -123,14 +123,15 @@ def greedy(smol, prompts):
 
 
 @pytest.mark.parametrize("name", ["lookup", "tree", "lookahead", "copy_cursor", "lookup_tree",
-                                  "edit_lookup"])
+                                  "edit_lookup", "match_length"])
 def test_greedy_speculative_equals_generate(smol, prompts, greedy, name):
     model, tok = smol
     drafter = {"lookup": ms.load_drafter("lookup", model), "tree": LookupTree(),
                "lookahead": Lookahead(model),
                "copy_cursor": ms.load_drafter("copy_cursor", model),
                "lookup_tree": ms.load_drafter("lookup_tree", model),
-               "edit_lookup": ms.load_drafter("edit_lookup", model)}[name]
+               "edit_lookup": ms.load_drafter("edit_lookup", model),
+               "match_length": ms.load_drafter("match_length", model)}[name]
     for ids, ref in zip(prompts, greedy):
         res = ms.speculative_generate(model, drafter, ids, 24, gamma=8, eos_token=tok.eos)
         assert res.tokens == ref

@@ -1,7 +1,7 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
 early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, as
-a tree and with the answer's edits, the fallback of two drafters, and the registry of every shipped
-method (`load_drafter`)."""
+a tree, with the answer's edits and with its draft length set by its match, the fallback of two
+drafters, and the registry of every shipped method (`load_drafter`)."""
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle
@@ -12,6 +12,7 @@ from .heads import HeadDrafter, MedusaHeads, load_heads, medusa_tree
 from .layer_skip import LayerSkipDrafter
 from .lookahead import Lookahead
 from .lookup_tree import LookupTreeDrafter
+from .match_length import MatchLengthDrafter
 from .registry import load_drafter
 from .streaming import StreamingDrafter
 from .top_k import topk_accept
@@ -19,4 +20,5 @@ from .top_k import topk_accept
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
            "BeamDrafter", "CopyCursorDrafter", "topk_accept", "LayerSkipDrafter",
-           "StreamingDrafter", "LookupTreeDrafter", "EditLookupDrafter"]
+           "StreamingDrafter", "LookupTreeDrafter", "EditLookupDrafter",
+           "MatchLengthDrafter"]

@@ -13,11 +13,13 @@ from .heads import HeadDrafter, load_heads
 from .layer_skip import LayerSkipDrafter
 from .learned_stop import LearnedStopDrafter
 from .lookup_tree import LookupTreeDrafter
+from .match_length import MatchLengthDrafter
 from .streaming import StreamingDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter, "copy_cursor": CopyCursorDrafter,
          "lookup_tree": LookupTreeDrafter, "edit_lookup": EditLookupDrafter,
+         "match_length": MatchLengthDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
          "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
@@ -30,7 +32,9 @@ def load_drafter(name, target, **options):
     "lookup" (PromptLookupDrafter); "copy_cursor" (CopyCursorDrafter: lookup that keeps its
     place in the text it copies, for answers that edit a given text); "lookup_tree"
     (LookupTreeDrafter: the continuations of several earlier occurrences as one tree);
-    "edit_lookup" (EditLookupDrafter: lookup that drafts the answer's earlier edits); "early_exit"
+    "edit_lookup" (EditLookupDrafter: lookup that drafts the answer's earlier edits);
+    "match_length" (MatchLengthDrafter: lookup, or the drafter given, drafting the loop's gamma
+    tokens after a long match and at most `short` after a short one); "early_exit"
     (EarlyExitDrafter, default k=2); "medusa", "hydra" (HeadDrafter on the shipped heads, each
     with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
     branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
@@ -44,7 +48,7 @@ def load_drafter(name, target, **options):
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
     kind = KINDS[name]
-    model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup")
+    model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup", "match_length")
     if not model_free and name not in ("early_exit", "layer_skip", "streaming", "eagle") \
             and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "

@@ -1,0 +1,57 @@
+"""Lookup whose draft length follows its match: short after a short match, long after a long one.
+
+Prompt lookup drafts gamma tokens whatever it matched. But how much of a copy the target keeps
+depends on how much context the match shares. On the copy-heavy answers of SmolLM2-135M
+(benchmarks/real_model.py's 9 prompts, greedy; figures/match_length.md), at the rounds where the
+context's last 8 tokens or more occurred earlier in it, the answer went on to write 10.7 of the
+15 tokens lookup would copy, on average (37 rounds; 68% of them 8 or more); where only the last
+token matched, 0.68 (161 rounds; 77% of them none). A forward over 9 tokens costs little more
+than one over 4 where a step is memory-bound (v(8) 1.15-1.5 steps on this CPU against v(4)
+1.0-1.2, figures/lookup_ceiling.md), so a long match deserves a long draft and a short one a
+short draft. SuffixDecoding (Oliaro et al. 2024) caps its drafts at a multiple of the match
+length for the same reason; minispec's rule has two levels:
+
+    tokens drafted = gamma            if the context's last `long` tokens occur earlier in it,
+                     min(gamma, short) otherwise,
+
+where gamma is what the loop asks for (speculative_generate's gamma: pass the long length).
+`long` = 6 and `short` = 3 (with gamma 8) were chosen by replaying lookup's rounds on those 9
+answers offline, so only the 5 held-out edit prompts of benchmarks/lookup_runs.py, timed after,
+say whether the rule carries over (figures/match_length.md counts their rounds too). The inner
+drafter (prompt lookup, or the edit lookup) chooses what to copy; this wrapper only chooses how
+much. The guesses stay deterministic (no q): verification draws x ~ p and keeps a guess equal to
+it, so the loop stays lossless at any temperature.
+"""
+from ..drafters import Drafter, PromptLookupDrafter, tail_matches
+from ..sampling import whole
+
+
+class MatchLengthDrafter(Drafter):
+    """A copying drafter (PromptLookupDrafter by default) drafting the loop's gamma tokens after a
+    match of at least `long` tokens, at most `short` after a shorter one (or none).
+    Example: speculative_generate(target, MatchLengthDrafter(), ids, 96, gamma=8)"""
+
+    def __init__(self, drafter=None, short=3, long=6):
+        self.drafter = PromptLookupDrafter() if drafter is None else drafter
+        if not isinstance(self.drafter, Drafter):
+            raise ValueError(f"drafter must be a Drafter, got {type(self.drafter).__name__}")
+        self.short = whole(short, "short")
+        self.long = whole(long, "long")
+        self.vocab_size = self.drafter.vocab_size
+
+    def reset(self, target, cache):
+        self.drafter.reset(target, cache)
+
+    def long_match(self, context):
+        """Whether the context's last `long` tokens occur earlier in it."""
+        return next(tail_matches(context, self.long, self.long), None) is not None
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        context = list(context)
+        if not self.long_match(context):
+            gamma = min(gamma, self.short)
+        return self.drafter.draft(context, gamma, temperature, top_k, top_p, generator, depth)
+
+    def accept(self, context, tree, path, hidden, logits):
+        self.drafter.accept(context, tree, path, hidden, logits)
