@@ -16,11 +16,12 @@ length for the same reason; minispec's rule has two levels:
 
 where gamma is what the loop asks for (speculative_generate's gamma: pass the long length).
 `long` = 6 and `short` = 3 (with gamma 8) were chosen by replaying lookup's rounds on those 9
-answers offline, so only the 5 held-out edit prompts of benchmarks/lookup_runs.py, timed after,
-say whether the rule carries over (figures/match_length.md counts their rounds too). The inner
-drafter (prompt lookup, or the edit lookup) chooses what to copy; this wrapper only chooses how
-much. The guesses stay deterministic (no q): verification draws x ~ p and keeps a guess equal to
-it, so the loop stays lossless at any temperature.
+answers offline, priced with a cost profile near the one a decode measured (v(4) about 1.1), among a
+few rules (proportional caps as SuffixDecoding's among them). The 5 edit prompts that
+benchmarks/lookup_runs.py holds out were replayed alongside, so for this rule they are not a clean
+held-out set. The inner drafter (prompt lookup, or the edit lookup) chooses what to copy; this
+wrapper only chooses how much. The guesses stay deterministic (no q): verification draws x ~ p and
+keeps a guess equal to it, so the loop stays lossless at any temperature.
 """
 from ..drafters import Drafter, PromptLookupDrafter, tail_matches
 from ..sampling import whole
