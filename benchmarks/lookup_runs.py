@@ -98,12 +98,14 @@ def main():
                     runs[name, s].append(got[s])
                     print(f"run {r + 1}: {name}, {s}: {spread([x for x, _, _ in got[s]])}",
                           flush=True)
-    write(runs, band, args)
+            write(runs, band, args)  # after every run: a run stopped early keeps what it timed
 
 
 def write(runs, band, args):
+    done = len(next(iter(runs.values())))  # runs finished so far
+    stopped = "" if done == args.runs else f" (of {args.runs} asked for: stopped early)"
     lines = [f"# {' and '.join(args.methods).capitalize()} on the copy-heavy and held-out prompts, "
-             f"timed {args.runs} times ({time.strftime('%Y-%m-%d')})", "",
+             f"timed {done} times{stopped} ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/lookup_runs.py --runs {args.runs} --repeats {args.repeats} "
              f"--threads {args.threads} --methods "
              + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + "`: "
