@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from lookup_ceiling import agree
 from lookup_runs import HELD_OUT
 from real_model import COPY, FIGURES
 
@@ -31,14 +32,6 @@ from minispec.drafters import PromptLookupDrafter, tail_matches
 
 LONGEST = 8  # match lengths are counted up to this
 COPIED = 15  # tokens copied at each round, to see how far the answer follows
-
-
-def agree(a, b):
-    """How many leading tokens a and b share."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def rounds(model, tok, ids):
