@@ -37,7 +37,7 @@ from real_model import COPY, FIGURES, KINDS, METHODS, speedups
 
 import minispec as ms
 from minispec.bridge import smollm2
-from minispec.kit.timing import noise_band, spread
+from minispec.kit.timing import noise_band, spread, step_cost
 
 BAR = 1.5  # issue 28: median speedup of prompt lookup on the copy-heavy prompts
 GARDEN = ("The garden behind the old school was planted by the children every spring. They dug "
@@ -87,21 +87,24 @@ def main():
                for kind, texts in kinds + [("held out", HELD_OUT)] for c in texts]
     runs = {(name, s): [] for name in args.methods for s in SETS}  # per run: [(speedup, tpc,
     # after the first token)] a prompt
+    machine = []  # per run: (one-token step in seconds, v(4))
     with torch.inference_mode():
         band = noise_band(lambda: ms.generate(model, prompts[0][1], 96, eos_token=tok.eos),
                           args.repeats, 2)
         for r in range(args.runs):
             first = {}  # measured again each run: the prompt's forward moves with the machine
+            step = step_cost(model, 1, 300, reps=25)
+            machine.append((step, step_cost(model, 4, 300, reps=25) / step))
             for name in args.methods[::1 if r % 2 == 0 else -1]:  # first in turn: drift is shared
                 got = speedups(model, tok, prompts, name, 0.0, 96, 3, args.repeats, first)
                 for s in SETS:
                     runs[name, s].append(got[s])
                     print(f"run {r + 1}: {name}, {s}: {spread([x for x, _, _ in got[s]])}",
                           flush=True)
-            write(runs, band, args)  # after every run: a run stopped early keeps what it timed
+            write(runs, band, machine, args)  # after every run: a run stopped early keeps it
 
 
-def write(runs, band, args):
+def write(runs, band, machine, args):
     done = len(next(iter(runs.values())))  # runs finished so far
     stopped = "" if done == args.runs else f" (of {args.runs} asked for: stopped early)"
     lines = [f"# {' and '.join(args.methods).capitalize()} on the copy-heavy and held-out prompts, "
@@ -147,6 +150,12 @@ def write(runs, band, args):
                   f"{min(medians):.2f}-{max(medians):.2f}x), {reached} of {len(medians)} runs at "
                   f"or above {BAR}x. The median over prompts of each prompt's median over the "
                   f"runs: {statistics.median(pooled):.2f}x.", ""]
+    lines += ["## The machine at the start of each run", "",
+              "One cached one-token step of SmolLM2 after a 300-token context, and v(4), a forward "
+              "over 4 new tokens in such steps (medians of 25 calls, `kit.timing.step_cost`).", "",
+              "| run | one step | v(4) |", "|---|---|---|"]
+    for r, (step, v4) in enumerate(machine):
+        lines.append(f"| {r + 1} | {step * 1e3:.1f} ms | {v4:.2f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
