@@ -33,11 +33,11 @@ from pathlib import Path
 
 import torch
 from lookup_ceiling import label
-from real_model import COPY, FIGURES, KINDS, METHODS, speedups
+from real_model import COPY, FIGURES, KINDS, METHODS, profile, speedups
 
 import minispec as ms
 from minispec.bridge import smollm2
-from minispec.kit.timing import noise_band, spread, step_cost
+from minispec.kit.timing import noise_band, spread
 
 BAR = 1.5  # issue 28: median speedup of prompt lookup on the copy-heavy prompts
 GARDEN = ("The garden behind the old school was planted by the children every spring. They dug "
@@ -93,8 +93,8 @@ def main():
                           args.repeats, 2)
         for r in range(args.runs):
             first = {}  # measured again each run: the prompt's forward moves with the machine
-            step = step_cost(model, 1, 300, reps=25)
-            machine.append((step, step_cost(model, 4, 300, reps=25) / step))
+            step, (v4,) = profile(model, [4])  # real_model.py's: after 300 tokens, 25 calls
+            machine.append((step, v4))
             for name in args.methods[::1 if r % 2 == 0 else -1]:  # first in turn: drift is shared
                 got = speedups(model, tok, prompts, name, 0.0, 96, 3, args.repeats, first)
                 for s in SETS:
