@@ -8,8 +8,8 @@ same on edit prompts written after the edit lookup (held out).
 
 The bar asks for a median of at least 1.5x end to end. One run of benchmarks/real_model.py times
 each prompt as the best of a few alternating decodes a side, and on this shared 2-core machine the
-median over the 9 prompts has moved by up to 0.17x between runs of the same code
-(figures/lookup_runs.md: 1.38-1.55x), more than its distance from the bar. So one run cannot say
+median over the 9 prompts has moved by up to 0.2x between runs of the same code
+(figures/lookup_runs.md: 1.38-1.58x), more than its distance from the bar. So one run cannot say
 on which side of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
 `speedups`, temperature 0, gamma 3 (the match-length methods: 8 after a match of 6 tokens, 3
 otherwise), at most 96 new tokens, stopping at <|im_end|>) --runs times in
