@@ -25,6 +25,8 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
     occurrences as one tree of at most 8 nodes, a forward over 9 tokens a round);
   - edit lookup, gamma 3 and 5: methods/edit_lookup.py (lookup that drafts the answer's earlier
     edits of the copied text);
+  - lookup and edit lookup, match length: either inside methods/match_length.py (8 tokens after a
+    match of 6, 3 after a shorter one), as benchmarks/real_model.py times them;
   - measured, gamma 3: lookup's decode timed against generate, paired (kit.timing), in this run;
   - oracle, best occurrence: at each round the drafter copies from whichever earlier occurrence of
     the context's last 1, 2 or 3 tokens continues like the answer does (lookup with a perfect
@@ -42,7 +44,7 @@ import time
 from pathlib import Path
 
 import torch
-from real_model import COPY, FIGURES
+from real_model import COPY, FIGURES, LONG, drafter_for
 
 import minispec as ms
 from minispec.bridge import smollm2
@@ -53,7 +55,10 @@ PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
           + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy_cursor", 3),
              ("copy cursor, +2/-1", "copy_cursor", "+2/-1"),
              ("lookup tree, 8 nodes", "lookup_tree", 8), ("edit lookup, gamma 3", "edit_lookup", 3),
-             ("edit lookup, gamma 5", "edit_lookup", 5)])  # (column, drafter, gamma)
+             ("edit lookup, gamma 5", "edit_lookup", 5),
+             ("lookup, match length", "lookup, match length", LONG),
+             ("edit lookup, match length", "edit lookup, match length", LONG)])
+# (column, drafter: a load_drafter name, or real_model.py's name of a match-length method, gamma)
 LONGEST = 15  # the oracles draft at most this many tokens
 WIDEST = 32  # v is measured up to k = 32 (the +2/-1 schedule drafts past 15 on a verbatim copy)
 
@@ -150,8 +155,10 @@ def main():
             row = {"prompt": label(text), "N": len(greedy), "p": p}
             for column, name, gamma in PRICED:
                 policy = ms.Heuristic(3) if gamma == "+2/-1" else gamma
-                out = ms.speculative_generate(model, ms.load_drafter(name, model), ids, n_new,
-                                              gamma=policy, eos_token=tok.eos)
+                drafter = (drafter_for(name, model) if name.endswith("match length")
+                           else ms.load_drafter(name, model))
+                out = ms.speculative_generate(model, drafter, ids, n_new, gamma=policy,
+                                              eos_token=tok.eos)
                 if out.tokens != greedy:
                     raise SystemExit(f"{column}: speculative output differs from greedy")
                 row[column] = trace_cost(out.steps, v, p)
