@@ -31,7 +31,9 @@ a memory-bound model (v stays near 1) against a compute-bound one (v grows with 
 is repeated with its weights not packed (bridge/linear.py's "columns" kernel), v(k) a property of
 the kernel as well as of the model, beside its one-token step with torch's nn.Linear (MKL's gemv,
 one core).
-gamma 3 by default: the cost model of benchmarks/lookup_ceiling.py ranks it first for lookup.
+gamma 3 by default: the cost model of benchmarks/lookup_ceiling.py prices lookup at gamma 3 to 5
+within 0.06x of one another, and on the clock gamma 4 and 5 were no faster than 3 beyond the
+noise (figures/lookup_ceiling.md's reading).
 Writes figures/real_model.md (or --out).
 """
 import argparse

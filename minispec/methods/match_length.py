@@ -7,7 +7,7 @@ context's last 8 tokens or more occurred earlier in it, the answer went on to wr
 15 tokens lookup would copy, on average (37 rounds; 68% of them 8 or more); where only the last
 token matched, 0.68 (161 rounds; 77% of them none). A forward over 9 tokens costs little more
 than one over 4 where a step is memory-bound (v(8) 1.15-1.5 steps on this CPU against v(4)
-1.0-1.2, figures/lookup_ceiling.md), so a long match deserves a long draft and a short one a
+0.9-1.2, figures/lookup_ceiling.md), so a long match deserves a long draft and a short one a
 short draft. SuffixDecoding (Oliaro et al. 2024) caps its drafts at a multiple of the match
 length for the same reason; minispec's rule has two levels:
 
