@@ -52,13 +52,13 @@ from minispec.kit.timing import paired, spread, step_cost, timed
 
 GAMMAS = [1, 2, 3, 4, 5, 8]
 PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
-          + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy_cursor", 3),
-             ("copy cursor, +2/-1", "copy_cursor", "+2/-1"),
-             ("lookup tree, 8 nodes", "lookup_tree", 8), ("edit lookup, gamma 3", "edit_lookup", 3),
-             ("edit lookup, gamma 5", "edit_lookup", 5),
+          + [("lookup, +2/-1", "lookup", "+2/-1"), ("copy cursor, gamma 3", "copy cursor", 3),
+             ("copy cursor, +2/-1", "copy cursor", "+2/-1"),
+             ("lookup tree, 8 nodes", "lookup tree", 8), ("edit lookup, gamma 3", "edit lookup", 3),
+             ("edit lookup, gamma 5", "edit lookup", 5),
              ("lookup, match length", "lookup, match length", LONG),
              ("edit lookup, match length", "edit lookup, match length", LONG)])
-# (column, drafter: a load_drafter name, or real_model.py's name of a match-length method, gamma)
+# (column, drafter: real_model.py's name for it, as drafter_for builds it, gamma)
 LONGEST = 15  # the oracles draft at most this many tokens
 WIDEST = 32  # v is measured up to k = 32 (the +2/-1 schedule drafts past 15 on a verbatim copy)
 
@@ -155,10 +155,8 @@ def main():
             row = {"prompt": label(text), "N": len(greedy), "p": p}
             for column, name, gamma in PRICED:
                 policy = ms.Heuristic(3) if gamma == "+2/-1" else gamma
-                drafter = (drafter_for(name, model) if name.endswith("match length")
-                           else ms.load_drafter(name, model))
-                out = ms.speculative_generate(model, drafter, ids, n_new, gamma=policy,
-                                              eos_token=tok.eos)
+                out = ms.speculative_generate(model, drafter_for(name, model), ids, n_new,
+                                              gamma=policy, eos_token=tok.eos)
                 if out.tokens != greedy:
                     raise SystemExit(f"{column}: speculative output differs from greedy")
                 row[column] = trace_cost(out.steps, v, p)
