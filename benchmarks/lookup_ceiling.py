@@ -7,8 +7,8 @@ rounds, checked against a timing, and two ceilings that read the answer.
 
 For each copy-heavy chat prompt of benchmarks/real_model.py (at most 96 new tokens, greedy, stopping
 at <|im_end|>), in units of one cached one-token step s of SmolLM2 (measured here):
-  - v(k): one forward over k new tokens after a 300-token context, k = 1..32 (kit.timing.step_cost,
-    the lesser of two passes);
+  - v(k): one forward over k new tokens after a 300-token context, k = 1..32, every k timed in
+    turn (kit.timing.step_costs: a slow spell of the machine lands on all of them alike);
   - p: the prompt's forward with its first token, generate(ids, 1), best of --repeats, over s.
 Autoregressive decoding costs p + (N - 1) for N new tokens. A speculative decode whose first round
 is the prompt's forward costs p + sum over the later rounds of v(1 + tokens drafted): the cost
@@ -48,7 +48,7 @@ from real_model import COPY, FIGURES, LONG, drafter_for
 
 import minispec as ms
 from minispec.bridge import smollm2
-from minispec.kit.timing import paired, spread, step_cost, timed
+from minispec.kit.timing import paired, spread, step_costs, timed
 
 GAMMAS = [1, 2, 3, 4, 5, 8]
 PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
@@ -119,12 +119,11 @@ def reaches(prompt, answer, oracle):
     return [oracle(prompt + answer[:t], answer[t:]) for t in range(len(answer))]
 
 
-def profile(model, passes=2):
+def profile(model, reps=25):
     """[0, t(1), ..., t(WIDEST)]: seconds of one forward over k new tokens after a 300-token
-    context, each the least of `passes` medians (other work on the machine only adds time)."""
-    times = [[step_cost(model, k, 300, reps=25) for k in range(1, WIDEST + 1)]
-             for _ in range(passes)]
-    return [0.0] + [min(ts) for ts in zip(*times)]
+    context, the median of `reps` calls, every k timed in turn (kit.timing.step_costs)."""
+    t = step_costs(model, range(1, WIDEST + 1), 300, reps)
+    return [0.0] + [t[k] for k in range(1, WIDEST + 1)]
 
 
 def label(text, words=4):

@@ -152,7 +152,8 @@ def write(runs, band, machine, args):
                   f"runs: {statistics.median(pooled):.2f}x.", ""]
     lines += ["## The machine at the start of each run", "",
               "One cached one-token step of SmolLM2 after a 300-token context, and v(4), a forward "
-              "over 4 new tokens in such steps (medians of 25 calls, `kit.timing.step_cost`).", "",
+              "over 4 new tokens in such steps (medians of 25 calls, k = 1 and 4 in turn, "
+              "`kit.timing.step_costs`).", "",
               "| run | one step | v(4) |", "|---|---|---|"]
     for r, (step, v4) in enumerate(machine):
         lines.append(f"| {r + 1} | {step * 1e3:.1f} ms | {v4:.2f} |")

@@ -46,7 +46,8 @@ import torch
 import minispec as ms
 from minispec.bridge import smollm2
 from minispec.bridge.linear import kernel
-from minispec.kit.timing import noise_band, paired, spread, step_cost, timed, verdict
+from minispec.kit.timing import (noise_band, paired, spread, step_cost, step_costs, timed,
+                                  verdict)
 from minispec.methods.lookahead import Lookahead
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
@@ -135,8 +136,9 @@ def hf_generate(hf, ids, n, lookup=0):
 
 
 def profile(model, ks, context=300):
-    one = step_cost(model, 1, context, reps=25)
-    return one, [step_cost(model, k, context, reps=25) / one for k in ks]
+    """(one-token step in seconds, [v(k) for k in ks]), every k timed in turn (kit.timing)."""
+    t = step_costs(model, [1, *ks], context, reps=25)
+    return t[1], [t[k] / t[1] for k in ks]
 
 
 def torch_step(model, context=300):

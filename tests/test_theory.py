@@ -166,3 +166,38 @@ def test_step_cost_measures_a_cached_forward(random_gpt, monkeypatch):
     finally:
         handle.remove()
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+
+
+def test_step_costs_times_every_k_in_turn(random_gpt, monkeypatch):
+    """step_costs (benchmarks/real_model.py's and lookup_ceiling.py's profiles): one forward over
+    `context` tokens, then reps + 1 sweeps of k = each of ks once (a repeated k once), each after
+    exactly `context` cached entries; the first sweep is warm-up, then the median per k. Why in
+    turn: on a fake clock a forward over k tokens costs 1 + k/10 s, twice that in a slow spell.
+    A spell over step_cost's k = 1 calls reads v(4) = 1.4 / 2.2 = 0.64; one over step_costs'
+    first 4 sweeps (its warm-up and 3 of 10 timed) slows both k alike and the medians read the
+    true 1.4 / 1.1."""
+    from minispec.kit import timing
+    m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
+    clock, seen, spell = [0.0], [], [0]
+
+    def hook(block, args):
+        k, slow = args[0].shape[1], len(seen) < spell[0]
+        seen.append((*args[0].shape[:2], args[1].length))
+        if args[1].length:  # a timed forward (not the context's)
+            clock[0] += (1 + k / 10) * (2 if slow else 1)
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    handle = m.h[0].register_forward_pre_hook(hook)
+    try:
+        spell[0] = 11  # the context's forward and the 10 calls of k = 1
+        one, four = timing.step_cost(m, 1, 8, reps=10), timing.step_cost(m, 4, 8, reps=10)
+        assert four / one == pytest.approx(1.4 / 2.2)
+        seen.clear()
+        spell[0] = 9  # the context's forward and 4 sweeps of k = 1, 4
+        t = timing.step_costs(m, [1, 4, 1], context=8, reps=10)
+        assert seen == [(1, 8, 0)] + [(1, 1, 8), (1, 4, 8)] * 11
+        assert list(t) == [1, 4] and t[4] / t[1] == pytest.approx(1.4 / 1.1)
+    finally:
+        handle.remove()
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        timing.step_costs(m, [1, 0])

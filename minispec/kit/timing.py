@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..sampling import whole
+
 
 def timed(fn):
     """fn() -> (its result, wall seconds)."""
@@ -192,3 +194,24 @@ def step_cost(model, k, context=128, reps=60, batch_size=1):
         times.append(time.perf_counter() - t)
         cache.crop(context)
     return statistics.median(times[5:])
+
+
+@torch.inference_mode()
+def step_costs(model, ks, context=128, reps=25):
+    """{k: median seconds of one cached forward over k new tokens after `context` cached ones}
+    for every k in ks, timed in turn (k = 1, 2, ..., 1, 2, ...: a slow spell of the machine lands
+    on every k alike, where step_cost's one k at a time lets it land on one k and bend the ratios
+    v(k) = t(k) / t(1)). The first sweep is warm-up."""
+    ks = list(dict.fromkeys(whole(k, "k") for k in ks))  # each k once a sweep
+    cache, dev = model.new_cache(), model.wte.weight.device
+    if context:
+        model(torch.zeros(1, context, dtype=torch.long, device=dev), cache)
+    times = {k: [] for k in ks}
+    for _ in range(reps + 1):
+        for k in ks:
+            x = torch.zeros(1, k, dtype=torch.long, device=dev)
+            t = time.perf_counter()
+            model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device
+            times[k].append(time.perf_counter() - t)
+            cache.crop(context)
+    return {k: statistics.median(ts[1:]) for k, ts in times.items()}
