@@ -4,7 +4,7 @@ Prompt lookup copies what followed the newest earlier occurrence of the context'
 When the context holds several occurrences (a variable used on many lines, a word the text
 repeats), they are followed by different tokens, and the newest is often not the one the answer
 copies: an oracle that picked the right occurrence every round would price about 1.9x on SmolLM2's
-copy-heavy answers where lookup prices about 1.6x (figures/lookup_ceiling.md). The target can pick
+copy-heavy answers where lookup prices 1.47-1.61x (figures/lookup_ceiling.md). The target can pick
 instead: draft the continuations of up to `branches` occurrences, merged into a prefix tree
 (shared first tokens become one node), and verify them all in one call (tree attention,
 notebook 05); the round keeps the longest branch the target agrees with. Building a trie from
