@@ -65,3 +65,20 @@ def test_race_times_the_loop_and_splits_a_round():
                                                         seed=seed).tokens for seed, ids in items]
     assert min(parts.values()) >= 0 and parts["draft"] > 0 and parts["score"] > 0
     assert f"{sum(parts.values()):.2f} autoregressive steps" in line
+
+
+def test_round_line_says_a_slowdown_only_beyond_the_band():
+    """race's line: the parts and their sum; a round that costs more steps than its tokens is
+    called a slowdown only beyond the noise band (1.36 steps for 1.33 tokens is 2% over: within
+    a band of 9%, beyond one of 1%); a round that costs fewer steps than its tokens adds nothing."""
+    parts = {"draft": 0.28, "score": 1.01, "rest": 0.07}
+    wide = timing.round_line(parts, 1.33, 0.09)
+    assert wide.startswith("a round: drafting 0.28 + verification call 1.01 + the rest of the "
+                           "loop 0.07 = 1.36 autoregressive steps, for 1.33 tokens\n")
+    assert "within the noise band +-9%" in wide and "more steps than" not in wide
+    narrow = timing.round_line(parts, 1.33, 0.01)
+    assert "costs more steps than the tokens it yields" in narrow and "within" not in narrow
+    assert narrow.endswith("its largest part is the verification call")
+    assert "\n" not in timing.round_line(parts, 1.40, 0.0)
+    drafting = timing.round_line({"draft": 2.0, "score": 1.0, "rest": 0.1}, 2.5, 0.05)
+    assert drafting.endswith("its largest part is drafting")

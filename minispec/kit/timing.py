@@ -153,8 +153,8 @@ def metered(target, drafter, new_tokens, gamma, temperature=1.0):
 
 def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, repeats=2):
     """`compare` the drafter through the loop against autoregressive decoding on (seed, ids) items
-    -> (the Comparison, a line saying where a round's time went, {draft, score, rest} in
-    autoregressive steps). A round costs more steps than the tokens it yields: a slowdown."""
+    -> (the Comparison, a line saying where a round's time went (`round_line`), {draft, score,
+    rest} in autoregressive steps)."""
     from minispec import generate
     base = dict(seconds=0.0, tokens=0)
 
@@ -169,15 +169,25 @@ def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, 
     step = base["seconds"] / base["tokens"]  # one autoregressive step, in these same runs
     parts = {part: spent[part] / spent["rounds"] / step for part in ("draft", "score")}
     parts["rest"] = spent["seconds"] / spent["rounds"] / step - parts["draft"] - parts["score"]
-    cost, tokens = sum(parts.values()), spent["tokens"] / spent["rounds"]
+    return cmp, round_line(parts, spent["tokens"] / spent["rounds"], cmp.band), parts
+
+
+def round_line(parts, tokens, band):
+    """A round's cost {draft, score, rest} in autoregressive steps and the tokens it yields -> a
+    line adding them up. A round that costs more steps than its tokens is a slowdown: said as one
+    only beyond the noise band (both sides are timings), else as within it; either way the line
+    names the round's largest part."""
+    cost = sum(parts.values())
     line = (f"a round: drafting {parts['draft']:.2f} + verification call {parts['score']:.2f} + "
             f"the rest of the loop {parts['rest']:.2f} = {cost:.2f} autoregressive steps, "
             f"for {tokens:.2f} tokens")
     if cost > tokens:
         names = {"draft": "drafting", "score": "the verification call", "rest": "the rest"}
-        line += (f"\n  -> a round costs more steps than the tokens it yields; its largest part is "
-                 f"{names[max(parts, key=parts.get)]}")
-    return cmp, line, parts
+        said = ("costs more steps than the tokens it yields" if cost > tokens * (1 + band) else
+                f"costs about as many steps as the tokens it yields (within the noise band "
+                f"+-{band:.0%})")
+        line += f"\n  -> a round {said}; its largest part is {names[max(parts, key=parts.get)]}"
+    return line
 
 
 @torch.inference_mode()
