@@ -197,7 +197,13 @@ def test_step_costs_times_every_k_in_turn(random_gpt, monkeypatch):
         t = timing.step_costs(m, [1, 4, 1], context=8, reps=10)
         assert seen == [(1, 8, 0)] + [(1, 1, 8), (1, 4, 8)] * 11
         assert list(t) == [1, 4] and t[4] / t[1] == pytest.approx(1.4 / 1.1)
+        seen.clear()
+        spell[0] = 3  # the context's forward and the first sweep, which is warm-up: not counted
+        t = timing.step_costs(m, [1, 4], context=8, reps=1)
+        assert t == {1: pytest.approx(1.1), 4: pytest.approx(1.4)}
     finally:
         handle.remove()
     with pytest.raises(ValueError, match="k must be an integer >= 1"):
         timing.step_costs(m, [1, 0])
+    with pytest.raises(ValueError, match="reps must be an integer >= 1"):
+        timing.step_costs(m, [1], reps=0)

@@ -80,5 +80,10 @@ def test_round_line_says_a_slowdown_only_beyond_the_band():
     assert "costs more steps than the tokens it yields" in narrow and "within" not in narrow
     assert narrow.endswith("its largest part is the verification call")
     assert "\n" not in timing.round_line(parts, 1.40, 0.0)
+    assert "costs more steps" in timing.round_line(parts, 1.35, 0.0)  # no band: any excess
+    # the band is relative: 3.20 steps for 3.00 tokens is 6% over, within 9% (an absolute band
+    # of 0.09 steps would call it a slowdown)
+    assert "within the noise band" in timing.round_line({"draft": 0.2, "score": 2.9, "rest": 0.1},
+                                                        3.00, 0.09)
     drafting = timing.round_line({"draft": 2.0, "score": 1.0, "rest": 0.1}, 2.5, 0.05)
     assert drafting.endswith("its largest part is drafting")

@@ -175,15 +175,15 @@ def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, 
 def round_line(parts, tokens, band):
     """A round's cost {draft, score, rest} in autoregressive steps and the tokens it yields -> a
     line adding them up. A round that costs more steps than its tokens is a slowdown: said as one
-    only beyond the noise band (both sides are timings), else as within it; either way the line
-    names the round's largest part."""
+    only beyond the noise band (tokens / cost < 1 - band, as `verdict` reads a speedup), else as
+    within it; either way the line names the round's largest part."""
     cost = sum(parts.values())
     line = (f"a round: drafting {parts['draft']:.2f} + verification call {parts['score']:.2f} + "
             f"the rest of the loop {parts['rest']:.2f} = {cost:.2f} autoregressive steps, "
             f"for {tokens:.2f} tokens")
     if cost > tokens:
         names = {"draft": "drafting", "score": "the verification call", "rest": "the rest"}
-        said = ("costs more steps than the tokens it yields" if cost > tokens * (1 + band) else
+        said = ("costs more steps than the tokens it yields" if tokens < cost * (1 - band) else
                 f"costs about as many steps as the tokens it yields (within the noise band "
                 f"+-{band:.0%})")
         line += f"\n  -> a round {said}; its largest part is {names[max(parts, key=parts.get)]}"
@@ -213,6 +213,7 @@ def step_costs(model, ks, context=128, reps=25):
     on every k alike, where step_cost's one k at a time lets it land on one k and bend the ratios
     v(k) = t(k) / t(1)). The first sweep is warm-up."""
     ks = list(dict.fromkeys(whole(k, "k") for k in ks))  # each k once a sweep
+    reps = whole(reps, "reps")
     cache, dev = model.new_cache(), model.wte.weight.device
     if context:
         model(torch.zeros(1, context, dtype=torch.long, device=dev), cache)
