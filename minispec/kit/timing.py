@@ -190,39 +190,29 @@ def round_line(parts, tokens, band):
     return line
 
 
-@torch.inference_mode()
 def step_cost(model, k, context=128, reps=60, batch_size=1):
     """Median seconds of one cached forward over k new tokens after `context` cached ones, for
-    batch_size rows (the first 5 calls are warm-up)."""
-    cache, times, dev = model.new_cache(batch_size), [], model.wte.weight.device
-    if context:
-        model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
-    x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
-    for _ in range(reps):
-        t = time.perf_counter()
-        model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
-        times.append(time.perf_counter() - t)
-        cache.crop(context)
-    return statistics.median(times[5:])
+    batch_size rows: `step_costs` for one k, `reps` calls of which the first 5 are warm-up."""
+    return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[k]
 
 
 @torch.inference_mode()
-def step_costs(model, ks, context=128, reps=25):
+def step_costs(model, ks, context=128, reps=25, batch_size=1, warmup=1):
     """{k: median seconds of one cached forward over k new tokens after `context` cached ones}
-    for every k in ks, timed in turn (k = 1, 2, ..., 1, 2, ...: a slow spell of the machine lands
-    on every k alike, where step_cost's one k at a time lets it land on one k and bend the ratios
-    v(k) = t(k) / t(1)). The first sweep is warm-up."""
+    for every k in ks, batch_size rows, timed in turn (k = 1, 2, ..., 1, 2, ...: a slow spell of
+    the machine lands on every k alike, where one k at a time lets it land on one k and bend the
+    ratios v(k) = t(k) / t(1)). `warmup` sweeps, then `reps` timed ones."""
     ks = list(dict.fromkeys(whole(k, "k") for k in ks))  # each k once a sweep
-    reps = whole(reps, "reps")
-    cache, dev = model.new_cache(), model.wte.weight.device
+    reps, warmup = whole(reps, "reps"), whole(warmup, "warmup", low=0)
+    cache, dev = model.new_cache(batch_size), model.wte.weight.device
     if context:
-        model(torch.zeros(1, context, dtype=torch.long, device=dev), cache)
+        model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
     times = {k: [] for k in ks}
-    for _ in range(reps + 1):
+    for _ in range(warmup + reps):
         for k in ks:
-            x = torch.zeros(1, k, dtype=torch.long, device=dev)
+            x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
             t = time.perf_counter()
-            model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device
+            model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
             times[k].append(time.perf_counter() - t)
             cache.crop(context)
-    return {k: statistics.median(ts[1:]) for k, ts in times.items()}
+    return {k: statistics.median(ts[warmup:]) for k, ts in times.items()}
