@@ -87,3 +87,20 @@ def test_round_line_says_a_slowdown_only_beyond_the_band():
                                                         3.00, 0.09)
     drafting = timing.round_line({"draft": 2.0, "score": 1.0, "rest": 0.1}, 2.5, 0.05)
     assert drafting.endswith("its largest part is drafting")
+
+
+def test_noise_band_has_a_floor(monkeypatch):
+    """A quiet clock (every run the same) read a band of 0, and 0.99x was then called "slower";
+    the band is at least BAND_FLOOR, and a wider measured band is kept as measured."""
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    costs = iter([1.0] * 4 + [1.0, 1.0, 1.03, 1.0])  # the second band: 1.03 against 1.0
+
+    def run():
+        clock[0] += next(costs)
+    band = timing.noise_band(run, repeats=1, pairs=2)
+    assert band == timing.BAND_FLOOR == 0.01
+    assert timing.verdict(0.995, band) == "the same (within noise)"
+    assert timing.noise_band(run, repeats=1, pairs=2) == pytest.approx(0.03)
+    with pytest.raises(ValueError, match="pairs must be >= 1"):
+        timing.noise_band(run, repeats=1, pairs=0)
