@@ -23,7 +23,7 @@ import torch
 
 from minispec import generate, load_model, speculative_generate
 from minispec.kit.data import prompts as bench_prompts
-from minispec.kit.timing import step_cost
+from minispec.kit.timing import call_costs
 from minispec.kit.theory import alpha_from_acceptance, expected_tokens
 
 from common import paired, spread  # benchmarks/common.py
@@ -44,10 +44,13 @@ def run(gammas, temperatures, n_prompts, max_new_tokens, out=FIGURES, draft_name
     target, draft = load_model("target"), load_model(draft_name)
     prompts = bench_prompts(n_prompts)
     ctx = len(prompts[0]) + max_new_tokens // 2  # the mean context while decoding
-    t1 = step_cost(target, 1, ctx)
-    c = step_cost(draft, 1, ctx) / t1
-    v = {g: step_cost(target, g + 1, ctx) / t1 for g in gammas}
-    P, Pd = (step_cost(m, len(prompts[0]), 0, reps=20) / t1 for m in (target, draft))  # prefill
+    calls = {"step": (target, 1, ctx), "draft": (draft, 1, ctx)}  # a round's calls, in turn
+    t = call_costs(calls | {g: (target, g + 1, ctx) for g in gammas}, reps=40)
+    t1 = t["step"]
+    c, v = t["draft"] / t1, {g: t[g] / t1 for g in gammas}
+    # prefill apart: a long call in the rotation would evict the tiny models' weights from cache
+    pre = call_costs({m: (m, len(prompts[0]), 0) for m in (target, draft)}, reps=20)
+    P, Pd = pre[target] / t1, pre[draft] / t1
     print(f"target step {t1 * 1e3:.2f} ms, draft step ratio c = {c:.3f}, prefill P = {P:.1f}, "
           f"P_d = {Pd:.1f} target steps; verify cost v(gamma+1): "
           + " ".join(f"{g}:{v[g]:.2f}" for g in gammas))

@@ -25,7 +25,7 @@ import minispec as ms
 from minispec.kit.data import prompts as held_prompts
 from minispec.methods import EarlyExitDrafter, HeadDrafter, Lookahead, load_heads, medusa_tree
 from minispec.model import WEIGHTS_DIR
-from minispec.kit.timing import step_cost
+from minispec.kit.timing import step_costs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from train_heads import head_accuracy  # noqa: E402
@@ -102,10 +102,10 @@ def main(argv=None):
     if args.only:
         methods = {k: v for k, v in methods.items() if any(w in k for w in args.only)}
     ms.generate(target, prompts[0], 16)  # warm up
-    t1 = step_cost(target, 1)
+    t = step_costs(target, (1, 2, 3, 5, 9, 13), reps=40)  # every k in turn
     print(f"{len(prompts)} held-out prompts, {args.max_new_tokens} new tokens, torch threads "
           f"{torch.get_num_threads()}; verify cost v(k) = "
-          + ", ".join(f"{k}: {step_cost(target, k) / t1:.2f}" for k in (2, 3, 5, 9, 13)))
+          + ", ".join(f"{k}: {t[k] / t[1]:.2f}" for k in (2, 3, 5, 9, 13)))
     for name, h in all_heads.items():
         print(f"{name} top-1 accuracy per head, held out: "
               + " / ".join(f"{a[0]:.3f}" for a in h.accuracy)

@@ -207,3 +207,42 @@ def test_step_costs_times_every_k_in_turn(random_gpt, monkeypatch):
         timing.step_costs(m, [1, 0])
     with pytest.raises(ValueError, match="reps must be an integer >= 1"):
         timing.step_costs(m, [1], reps=0)
+
+
+def test_call_costs_times_calls_on_several_models_in_turn(random_gpt, monkeypatch):
+    """call_costs (notebooks 06 and 12: c = a draft's step over the target's, v over one step):
+    one cache and one context forward per (model, context), then every call in turn, each after
+    exactly its context. On a fake clock a forward costs 1 s (the draft) or 3 s (the target), twice
+    that in a slow spell. A spell over the draft's calls of step_cost read c = 2/3; one over
+    call_costs' first 4 sweeps (its warm-up and 3 of 10 timed) slows every call alike and the
+    medians read the true 1/3."""
+    from minispec.kit import timing
+    draft = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32, seed=1)
+    target = random_gpt(vocab_size=16, n_layer=3, n_embd=16, block_size=32, seed=2)
+    clock, seen, spell = [0.0], [], [0]
+
+    def hook(block, args):
+        seen.append((block is draft.h[0], args[0].shape[1], args[1].length))
+        timed = sum(1 for *_, cached in seen if cached)
+        if args[1].length:  # a timed forward (not a context's)
+            clock[0] += (1 if block is draft.h[0] else 3) * (2 if timed <= spell[0] else 1)
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    handles = [m.h[0].register_forward_pre_hook(hook) for m in (draft, target)]
+    try:
+        spell[0] = 10  # the draft's 10 calls of step_cost
+        c = timing.step_cost(draft, 1, 8, reps=10) / timing.step_cost(target, 1, 4, reps=10)
+        assert c == pytest.approx(2 / 3)
+        seen.clear()
+        spell[0] = 12  # the first 4 sweeps of the 3 calls
+        t = timing.call_costs({"draft": (draft, 1, 8), "target": (target, 1, 4),
+                               "v(2)": (target, 2, 4)}, reps=10)
+        assert seen[:2] == [(True, 8, 0), (False, 4, 0)]  # the two target calls share a cache
+        assert seen[2:] == [(True, 1, 8), (False, 1, 4), (False, 2, 4)] * 11
+        assert t == {"draft": pytest.approx(1), "target": pytest.approx(3),
+                     "v(2)": pytest.approx(3)}
+    finally:
+        for h in handles:
+            h.remove()
+    with pytest.raises(ValueError, match="context must be an integer >= 0"):
+        timing.call_costs({"a": (draft, 1, -1)})

@@ -202,23 +202,37 @@ def step_cost(model, k, context=128, reps=60, batch_size=1):
     return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[k]
 
 
-@torch.inference_mode()
 def step_costs(model, ks, context=128, reps=25, batch_size=1, warmup=1):
     """{k: median seconds of one cached forward over k new tokens after `context` cached ones}
-    for every k in ks, batch_size rows, timed in turn (k = 1, 2, ..., 1, 2, ...: a slow spell of
-    the machine lands on every k alike, where one k at a time lets it land on one k and bend the
-    ratios v(k) = t(k) / t(1)). `warmup` sweeps, then `reps` timed ones."""
-    ks = list(dict.fromkeys(whole(k, "k") for k in ks))  # each k once a sweep
+    for every k in ks: `call_costs` with one call per k, so v(k) = t(k) / t(1) is read from calls
+    timed in turn."""
+    ks = dict.fromkeys(whole(k, "k") for k in ks)  # each k once a sweep
+    return call_costs({k: (model, k, context) for k in ks}, reps, batch_size, warmup)
+
+
+@torch.inference_mode()
+def call_costs(calls, reps=25, batch_size=1, warmup=1):
+    """{name: median seconds of one cached forward} for calls = {name: (model, k, context)}: k new
+    tokens after `context` cached ones, batch_size rows, every call timed in turn (a, b, c, a, b,
+    c, ...: a slow spell of the machine lands on every call alike, where one call at a time lets it
+    land on one and bend a ratio such as v(k) = t(k) / t(1) or c = t(draft) / t(target)).
+    `warmup` sweeps, then `reps` timed ones; calls on one model after one context share a cache."""
     reps, warmup = whole(reps, "reps"), whole(warmup, "warmup", low=0)
-    cache, dev = model.new_cache(batch_size), model.wte.weight.device
-    if context:
-        model(torch.zeros(batch_size, context, dtype=torch.long, device=dev), cache)
-    times = {k: [] for k in ks}
+    caches = {}
+    for model, k, context in calls.values():
+        whole(k, "k")
+        if (id(model), whole(context, "context", low=0)) not in caches:
+            cache = caches[id(model), context] = model.new_cache(batch_size)
+            if context:
+                model(torch.zeros(batch_size, context, dtype=torch.long,
+                                  device=model.wte.weight.device), cache)
+    times = {name: [] for name in calls}
     for _ in range(warmup + reps):
-        for k in ks:
-            x = torch.zeros(batch_size, k, dtype=torch.long, device=dev)
+        for name, (model, k, context) in calls.items():
+            x = torch.zeros(batch_size, k, dtype=torch.long, device=model.wte.weight.device)
+            cache = caches[id(model), context]
             t = time.perf_counter()
             model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
-            times[k].append(time.perf_counter() - t)
+            times[name].append(time.perf_counter() - t)
             cache.crop(context)
-    return {k: statistics.median(ts[warmup:]) for k, ts in times.items()}
+    return {name: statistics.median(ts[warmup:]) for name, ts in times.items()}
