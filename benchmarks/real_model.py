@@ -32,8 +32,8 @@ is repeated with its weights not packed (bridge/linear.py's "columns" kernel), v
 the kernel as well as of the model, beside its one-token step with torch's nn.Linear (MKL's gemv,
 one core).
 gamma 3 by default: the cost model of benchmarks/lookup_ceiling.py prices lookup at gamma 3 to 5
-within 0.06x of one another, and on the clock gamma 4 and 5 were no faster than 3 beyond the
-noise (figures/lookup_ceiling.md's reading).
+within 0.02x of one another (1.47x, 1.45x, 1.45x), and on the clock gamma 4 and 5 were no faster
+than 3 beyond the noise (figures/lookup_ceiling.md's reading).
 Writes figures/real_model.md (or --out).
 """
 import argparse

@@ -234,15 +234,22 @@ def test_call_costs_times_calls_on_several_models_in_turn(random_gpt, monkeypatc
         c = timing.step_cost(draft, 1, 8, reps=10) / timing.step_cost(target, 1, 4, reps=10)
         assert c == pytest.approx(2 / 3)
         seen.clear()
-        spell[0] = 12  # the first 4 sweeps of the 3 calls
+        spell[0] = 16  # the first 4 sweeps of the 4 calls
         t = timing.call_costs({"draft": (draft, 1, 8), "target": (target, 1, 4),
-                               "v(2)": (target, 2, 4)}, reps=10)
-        assert seen[:2] == [(True, 8, 0), (False, 4, 0)]  # the two target calls share a cache
-        assert seen[2:] == [(True, 1, 8), (False, 1, 4), (False, 2, 4)] * 11
+                               "v(2)": (target, 2, 4), "later": (target, 1, 6)}, reps=10)
+        # one context forward per (model, context): the two target calls after 4 share a cache
+        assert seen[:3] == [(True, 8, 0), (False, 4, 0), (False, 6, 0)]
+        assert seen[3:] == [(True, 1, 8), (False, 1, 4), (False, 2, 4), (False, 1, 6)] * 11
         assert t == {"draft": pytest.approx(1), "target": pytest.approx(3),
-                     "v(2)": pytest.approx(3)}
+                     "v(2)": pytest.approx(3), "later": pytest.approx(3)}
     finally:
         for h in handles:
             h.remove()
+    with pytest.raises(ValueError, match="call 'long': context 30 \\+ k 3 exceeds the model's "
+                                         "block_size=32"):
+        timing.call_costs({"fine": (draft, 1, 8), "long": (target, 3, 30)})
+    with pytest.raises(ValueError, match="at least one call"):
+        timing.call_costs({})
     with pytest.raises(ValueError, match="context must be an integer >= 0"):
         timing.call_costs({"a": (draft, 1, -1)})
+    assert list(timing.call_costs({"a": (draft, 2.0, 8.0)}, reps=1, warmup=0)) == ["a"]  # 2.0: 2

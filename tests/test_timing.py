@@ -26,8 +26,8 @@ def test_agreement_refuses_no_ratios():
 
 
 def test_compare_measures_the_band_on_every_prompt(monkeypatch):
-    """A band measured on the first prompt alone (here quiet: +-0%) passed; the second prompt's
-    self-timing is 1.5 against 1.0, so the band is 0.5 and its 1.4x is within noise."""
+    """A band measured on the first prompt alone (here quiet: the floor, +-1%) passed; the second
+    prompt's self-timing is 1.5 against 1.0, so the band is 0.5 and its 1.4x is within noise."""
     clock = [0.0]
     monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
     durations = {("base", "a"): iter([1.0, 1.0, 1.0, 1.0]),  # self-pair, then the pair with method
@@ -100,7 +100,15 @@ def test_noise_band_has_a_floor(monkeypatch):
         clock[0] += next(costs)
     band = timing.noise_band(run, repeats=1, pairs=2)
     assert band == timing.BAND_FLOOR == 0.01
-    assert timing.verdict(0.995, band) == "the same (within noise)"
+    assert timing.verdict(0.99, band) == timing.verdict(1.01, band) == "the same (within noise)"
+    assert timing.verdict(0.98, band) == "slower"  # the floor is 1%, no wider
     assert timing.noise_band(run, repeats=1, pairs=2) == pytest.approx(0.03)
-    with pytest.raises(ValueError, match="pairs must be >= 1"):
+    with pytest.raises(ValueError, match="pairs must be an integer >= 1"):
         timing.noise_band(run, repeats=1, pairs=0)
+
+
+def test_step_cost_names_its_warm_up_when_reps_are_too_few(random_gpt):
+    """step_cost(reps=5) said "reps must be an integer >= 1, got 0": 0 was reps less the warm-up."""
+    m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
+    with pytest.raises(ValueError, match=r"reps must be > 5 \(the first 5 .* warm-up\), got 5"):
+        timing.step_cost(m, 1, context=4, reps=5)

@@ -52,12 +52,11 @@ BAND_FLOOR = 0.01  # the narrowest band noise_band reports: a 1% difference is n
 def noise_band(fn, repeats=3, pairs=3):
     """Time fn against itself with `paired`, `pairs` times -> the largest |ratio - 1| seen: how far
     two timings of the same work land apart on this machine now. A speedup inside 1 +- band is no
-    evidence either way. The largest of a few samples understates the spread (a quiet minute read
-    +-0% in notebook 11, the next execution +-8%), so the band is at least BAND_FLOOR."""
-    if pairs < 1:
-        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    evidence either way. One pair can read +-0% (notebook 12 once; +-7% when run again), and a
+    band of 0 calls any difference, so the band is at least BAND_FLOOR; more pairs measure it
+    better."""
     ratios = []
-    for _ in range(pairs):
+    for _ in range(whole(pairs, "pairs")):
         _, _, t_a, t_b = paired(fn, fn, repeats)
         ratios.append(t_a / t_b)
     return max(BAND_FLOOR, *(abs(r - 1) for r in ratios))
@@ -114,8 +113,8 @@ def compare(base, method, items, repeats=3, band=None):
     """Time base(item) against method(item) for each item with `paired` -> a Comparison (print it
     for "median (min-max): verdict, faster on k of n prompts (noise band)"). band: a noise band
     measured earlier in the same run; by default it is measured here, across the items: base(item)
-    timed against itself once for each item, the largest |ratio - 1| (as many runs as the old
-    three self-pairs on the first item, for three items)."""
+    timed against itself once for each item, the largest |ratio - 1|, at least BAND_FLOOR (as many
+    runs as the old three self-pairs on the first item, for three items)."""
     items = list(items)
     if not items:
         raise ValueError("compare needs at least one item to time")
@@ -199,6 +198,8 @@ def round_line(parts, tokens, band):
 def step_cost(model, k, context=128, reps=60, batch_size=1):
     """Median seconds of one cached forward over k new tokens after `context` cached ones, for
     batch_size rows: `step_costs` for one k, `reps` calls of which the first 5 are warm-up."""
+    if whole(reps, "reps") <= 5:
+        raise ValueError(f"reps must be > 5 (the first 5 calls are warm-up), got {reps}")
     return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[k]
 
 
@@ -218,11 +219,18 @@ def call_costs(calls, reps=25, batch_size=1, warmup=1):
     land on one and bend a ratio such as v(k) = t(k) / t(1) or c = t(draft) / t(target)).
     `warmup` sweeps, then `reps` timed ones; calls on one model after one context share a cache."""
     reps, warmup = whole(reps, "reps"), whole(warmup, "warmup", low=0)
+    calls = {name: (model, whole(k, "k"), whole(context, "context", low=0))
+             for name, (model, k, context) in calls.items()}
+    if not calls:
+        raise ValueError("call_costs needs at least one call to time")
+    for name, (model, k, context) in calls.items():  # all checked before any forward runs
+        if context + k > model.config.block_size:
+            raise ValueError(f"call {name!r}: context {context} + k {k} exceeds the model's "
+                             f"block_size={model.config.block_size}")
     caches = {}
     for model, k, context in calls.values():
-        whole(k, "k")
-        if (id(model), whole(context, "context", low=0)) not in caches:
-            cache = caches[id(model), context] = model.new_cache(batch_size)
+        if (model, context) not in caches:
+            cache = caches[model, context] = model.new_cache(batch_size)
             if context:
                 model(torch.zeros(batch_size, context, dtype=torch.long,
                                   device=model.wte.weight.device), cache)
@@ -230,7 +238,7 @@ def call_costs(calls, reps=25, batch_size=1, warmup=1):
     for _ in range(warmup + reps):
         for name, (model, k, context) in calls.items():
             x = torch.zeros(batch_size, k, dtype=torch.long, device=model.wte.weight.device)
-            cache = caches[id(model), context]
+            cache = caches[model, context]
             t = time.perf_counter()
             model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
             times[name].append(time.perf_counter() - t)
