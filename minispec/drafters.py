@@ -53,9 +53,9 @@ def pick(logits, temperature, top_k, top_p, generator):
 
 class ModelDrafter(Drafter):
     """A small GPT drafting autoregressively with its own KV cache. By default a chain of gamma
-    tokens; threshold: end the chain after the first token whose max softmax is below it
-    (transformers' assistant_confidence_threshold, without its auto-tuning; the length then
-    depends only on the drafts, so sampling stays lossless). branching / width /
+    tokens; threshold: end the chain after the first token whose max softmax is below it (at
+    temperature 0, transformers' assistant_confidence_threshold without its auto-tuning); the
+    length then depends only on the drafts, so sampling stays lossless. branching / width /
     score_temperature / replacement: a static or dynamic tree of gamma nodes instead, its siblings
     iid draws or (replacement=False) distinct ones (tree.grow_tree).
     Example: speculative_generate(target, ModelDrafter(draft, threshold=0.5), ids, gamma=8)
@@ -67,7 +67,7 @@ class ModelDrafter(Drafter):
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         if threshold is not None and branching is not None:
             raise ValueError("threshold stops a chain; a tree (branching) does not take it")
-        check_tree_options(branching, width, score_temperature, replacement)
+        branching, width = check_tree_options(branching, width, score_temperature, replacement)
         self.replacement = replacement
         self.model = model
         self.vocab_size = model.config.vocab_size

@@ -159,8 +159,7 @@ class GPT(nn.Module):
 
     def embed(self, idx, pos):
         """Token ids (B, T) at positions (T,) or (B, T) -> the first hidden states h_0 (B, T, C)."""
-        if pos.numel() and int(pos.max()) >= self.config.block_size:
-            n = int(pos.max()) + 1
+        if pos.numel() and (n := int(pos.max()) + 1) > self.config.block_size:
             raise ValueError(f"position {n - 1} (a sequence of {n} tokens) exceeds "
                              f"block_size={self.config.block_size}")
         return self.wte(idx) + self.wpe(pos)
@@ -205,9 +204,9 @@ def load_model(name):
         raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
                          "'draft_onpolicy', 'target'], or give a path to a .pt file")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if "config" not in ckpt:  # the shipped heads: trained on the target, loaded onto it
-        raise ValueError(f"{path.name} holds heads, not a GPT: load them onto their target with "
-                         "load_drafter('medusa', target), ('hydra', target) or ('eagle', target)")
+    if "config" not in ckpt:  # heads, a stop rule, ...: a drafter's weights, loaded onto a target
+        raise ValueError(f"{path.name} is not a GPT: a drafter's file loads onto its target with "
+                         "load_drafter(its name, target): 'medusa', 'hydra', 'eagle', ...")
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
     state["lm_head.weight"] = state["wte.weight"]

@@ -92,13 +92,15 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
 def check_prompt(model, ids, max_new_tokens, crop_prompt):
     """One prompt -> a list of ints (its end only, if crop_prompt and too long)."""
     V, block = model.config.vocab_size, model.config.block_size
+    if isinstance(ids, numbers.Number):
+        raise ValueError(f"ids must be a list of token ids, got {ids!r}")
     ids = ids.flatten().tolist() if torch.is_tensor(ids) else list(ids)
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts
         raise ValueError("ids must be token ids, not text: use minispec.encode(text) (a batch: a "
                          "list of encoded prompts)")
-    fractional = [i for i in ids if int(i) != i]
-    if fractional:
-        raise ValueError(f"token ids must be integers, got {fractional[0]!r}")
+    bad = [i for i in ids if not (isinstance(i, numbers.Real) and float(i).is_integer())]
+    if bad:  # None, 2.5, nan, inf
+        raise ValueError(f"token ids must be integers, got {bad[0]!r}")
     p = [int(i) for i in ids]
     if not p:
         raise ValueError("the prompt is empty: give at least one token id")

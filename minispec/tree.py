@@ -6,14 +6,14 @@ parent (-1: the root), parents before children. To score every node in one forwa
   * position ids: a node at depth d sits at position len(context) - 1 + d, whatever its branch;
   * a tree attention mask: a node attends to the whole context, its ancestors and itself only,
 so the logits at node i are exactly those of the plain sequence context + (root-to-i path).
-Static trees expand every node with a fixed branching per depth (Medusa, Sequoia); dynamic trees
-expand only the nodes the draft is most confident about (EAGLE-2, Li et al. 2024): `grow_tree`.
+Static trees have a fixed shape (here a branching per depth; Medusa's, Sequoia's are sparser);
+dynamic trees grow only where the draft is most confident (EAGLE-2, Li et al. 2024): `grow_tree`.
 """
 from dataclasses import dataclass, field
 
 import torch
 
-from .sampling import probs
+from .sampling import probs, whole
 
 
 @dataclass
@@ -114,16 +114,15 @@ def score_tree(model, cache, context, tree, nodes=None):
 
 
 def check_tree_options(branching, width, score_temperature, replacement=True):
-    """A drafter's tree options (branching None: a chain) -> a ValueError naming a bad one."""
-    if not replacement and branching is None:
-        raise ValueError("replacement=False draws a tree's siblings: it needs branching")
-    if branching is not None and (not branching or any(int(k) != k or k < 1 for k in branching)):
-        raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching}")
-    if width is not None and (branching is None or width < 1):
-        raise ValueError(f"width must be >= 1 and needs branching (a tree), got width={width}, "
-                         f"branching={branching}")
+    """Tree options (branching None: a chain) -> (branching, width) as ints, or a ValueError."""
+    if branching is None and (width is not None or not replacement):  # both shape a tree's levels
+        raise ValueError(f"tree options (width={width}, replacement={replacement}) need branching")
+    if branching is not None and not (isinstance(branching, (tuple, list)) and branching):
+        raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching!r}")
     if not score_temperature > 0:
         raise ValueError(f"score_temperature must be > 0, got {score_temperature}")
+    width = None if width is None else whole(width, "width")
+    return branching and tuple(whole(k, "every branching[d]") for k in branching), width
 
 
 @torch.inference_mode()
@@ -143,7 +142,7 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
     verify.multi_draft_accept then uses RSD's rule). A node's path probability is the product of
     softmax(draft logits / score_temperature) along its path: below 1 it sharpens an
     underconfident draft (temperature scaling, Guo et al. 2017).
-    Example: grow_tree(ModelDrafter(load_model("draft")).expand, encode("def "), 6, (2, 2))
+    Example: ModelDrafter(load_model("draft"), branching=(2, 2)).draft(encode("def "), 6)
     """
     tree, fed = Tree(replacement=replacement), Tree()  # fed: what the draft holds
     at, level, calls = {-1: -1}, [-1], 0
@@ -166,7 +165,7 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
                 break
             q = probs(lg, temperature, top_k, top_p).cpu()
             if temperature == 0:
-                draws = c.topk(n).indices.tolist()
+                draws = c.topk(min(n, len(c))).indices.tolist()  # k <= V
             else:  # without replacement: at most the tokens q can still give
                 n = n if replacement else min(n, int((q > 0).sum()))
                 draws = torch.multinomial(q, n, replacement, generator=generator).tolist()

@@ -102,7 +102,7 @@ def test_confidence_stop(random_gpt):
                                        (dict(branching=(2, 0)), "branching"),
                                        (dict(branching=(1.5,)), "branching"),
                                        (dict(branching=(2,), width=0), "width"),
-                                       (dict(width=2), "needs branching"),
+                                       (dict(width=2), "need branching"),
                                        (dict(threshold=0.5, branching=(2,)), "threshold"),
                                        (dict(branching=(2,), score_temperature=0),
                                         "score_temperature")])

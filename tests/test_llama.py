@@ -12,7 +12,8 @@ import minispec as ms
 from minispec.bridge.linear import KERNELS, packing_works, torch_kernel
 from minispec.bridge.linear import kernel as kernel_named
 import minispec.bridge.linear as linear_module
-from minispec.bridge.llama import Linear, Llama, LlamaConfig, from_hf, rope, rotate
+from minispec.bridge.hf import from_hf
+from minispec.bridge.llama import Linear, Llama, LlamaConfig, rope, rotate
 from minispec.drafters import ModelDrafter
 from minispec.methods.lookahead import Lookahead
 from minispec.tree import Tree, score_tree, tree_mask

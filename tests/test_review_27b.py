@@ -93,9 +93,9 @@ def test_fallback_then_gamma_zero_is_refused(byte_pair):
                                           ("eagle_head", "eagle")])
 def test_load_model_on_a_head_file_says_how_to_load_it(name, method):
     """load_model("medusa_heads") was KeyError: 'config'."""
-    with pytest.raises(ValueError, match=r"load_drafter\('medusa', target\)") as raised:
+    with pytest.raises(ValueError, match=r"not a GPT.*load_drafter\(its name, target\)") as raised:
         ms.load_model(name)
-    assert "holds heads" in str(raised.value) and repr(method) in str(raised.value)
+    assert repr(method) in str(raised.value)
 
 
 # --- item 6: the kit's helpers follow the model ---------------------------------------------------

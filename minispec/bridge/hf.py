@@ -1,4 +1,5 @@
-"""minispec GPT <-> transformers GPT2LMHeadModel, and real GPT-2 checkpoints (minispec[hf]).
+"""minispec GPT <-> transformers GPT2LMHeadModel, real GPT-2 checkpoints, and transformers'
+LlamaForCausalLM -> minispec's Llama (minispec[hf]).
 
 minispec's GPT is GPT-2 exactly, so conversion only renames keys and transposes the weights of
 transformers' Conv1D layers (the same matrices, stored transposed). That gives two things:
@@ -9,6 +10,7 @@ transformers' Conv1D layers (the same matrices, stored transposed). That gives t
 transformers is imported inside the functions: the rest of minispec never needs it.
 """
 from ..model import GPT, GPTConfig
+from .llama import Llama, LlamaConfig
 
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
@@ -53,16 +55,20 @@ def to_hf(model):
 
 
 def from_hf(hf):
-    """transformers GPT2LMHeadModel -> minispec GPT (eval mode, fp32, CPU).
+    """transformers GPT2LMHeadModel -> minispec GPT (eval mode, fp32, CPU); a LlamaForCausalLM
+    -> minispec's Llama (from_hf_llama).
 
     Example: from_hf(to_hf(model)) has the weights of model.
     """
     c = hf.config
+    if getattr(c, "model_type", None) == "llama":
+        return from_hf_llama(hf)
     if getattr(c, "model_type", None) != "gpt2":
         kind = getattr(c, "model_type", None)
-        raise ValueError(f"only GPT-2 models convert, got model_type={kind!r}")
+        raise ValueError(f"only GPT-2 and Llama models convert, got model_type={kind!r}")
     ours = [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5), ("n_inner", None),
-            ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False)]
+            ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+            ("tie_word_embeddings", True)]  # minispec's GPT has one matrix for wte and lm_head
     odd = {k: getattr(c, k) for k, ok in ours if getattr(c, k) != ok}
     if odd:
         raise ValueError(f"this GPT-2 variant differs from minispec's architecture: {odd}")
@@ -70,6 +76,37 @@ def from_hf(hf):
                        n_head=c.n_head, n_embd=c.n_embd)
     state = {k: v.float().cpu() for k, v in hf.state_dict().items()}
     return from_hf_state_dict(state, config)
+
+
+LLAMA_NAMES = {"model.embed_tokens.": "wte.", "model.layers.": "h.", "model.norm.": "ln_f."}
+
+
+def from_hf_llama(hf):
+    """transformers' LlamaForCausalLM -> minispec's Llama (bridge.llama) in eval mode, the same
+    weights and dtype: only the names change. A ValueError names what that Llama does not build
+    (RoPE scaling, biases, another activation or head size, an untied head)."""
+    c = hf.config
+    rope = getattr(c, "rope_parameters", None)  # transformers 5; 4.x: rope_theta, rope_scaling
+    rope = rope or {"rope_theta": c.rope_theta, **(getattr(c, "rope_scaling", None) or {})}
+    ours = [("hidden_act", "silu"), ("tie_word_embeddings", True), ("attention_bias", False),
+            ("mlp_bias", False), ("head_dim", c.hidden_size // c.num_attention_heads)]
+    odd = {k: getattr(c, k) for k, ok in ours if getattr(c, k, None) not in (ok, None)}
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        odd["rope_parameters"] = rope
+    if odd:
+        raise ValueError(f"this Llama variant differs from minispec's architecture: {odd}")
+    config = LlamaConfig(c.vocab_size, c.max_position_embeddings, c.num_hidden_layers,
+                         c.num_attention_heads, c.num_key_value_heads, c.hidden_size,
+                         c.intermediate_size, float(rope["rope_theta"]), c.rms_norm_eps)
+    state = {}
+    for name, w in hf.state_dict().items():
+        for theirs, mine in LLAMA_NAMES.items():
+            name = name.replace(theirs, mine) if name.startswith(theirs) else name
+        state[name] = w
+    state.setdefault("lm_head.weight", state["wte.weight"])
+    model = Llama(config).to(hf.dtype)
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def load_gpt2(name="gpt2"):

@@ -48,8 +48,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(n))
 
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+    def forward(self, x):  # in at least float32, as transformers: fp16's x^2 overflows past 256
+        h = x.to(torch.promote_types(x.dtype, torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return h.to(x.dtype) * self.weight
 
 
 def rope(pos, hs, base, dtype):
@@ -161,9 +163,10 @@ class Llama(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        if config.n_embd % config.n_head or config.n_head % config.n_kv_head:
-            raise ValueError(f"n_embd={config.n_embd} must divide by n_head={config.n_head}, "
-                             f"and n_head by n_kv_head={config.n_kv_head}")
+        if config.n_embd % (2 * config.n_head) or config.n_head % config.n_kv_head:
+            raise ValueError(f"n_embd={config.n_embd} / n_head={config.n_head} must be an even "
+                             "integer (RoPE turns pairs), and n_head / n_kv_head="
+                             f"{config.n_kv_head} an integer")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
@@ -217,31 +220,3 @@ class Llama(nn.Module):
         """idx (B, T) token ids -> next-token logits at every position (B, T, V)."""
         return self.lm_head(self.features(idx, cache, pos, mask))
 
-
-HF_NAMES = {"model.embed_tokens.": "wte.", "model.layers.": "h.", "model.norm.": "ln_f."}
-
-
-def from_hf_state_dict(state):
-    """transformers' LlamaForCausalLM state dict -> this Llama's (names only: same layouts)."""
-    ours = {}
-    for name, w in state.items():
-        for theirs, mine in HF_NAMES.items():
-            name = name.replace(theirs, mine) if name.startswith(theirs) else name
-        ours[name] = w
-    ours.setdefault("lm_head.weight", ours["wte.weight"])
-    return ours
-
-
-def from_hf(hf_model):
-    """transformers' LlamaForCausalLM -> minispec's Llama in eval mode, same weights and dtype."""
-    c = hf_model.config
-    rope_args = getattr(c, "rope_parameters", None) or {"rope_theta": c.rope_theta}
-    if rope_args.get("rope_type", "default") != "default" or not c.tie_word_embeddings:
-        raise ValueError("only Llamas with tied embeddings and plain RoPE are supported")
-    theta = rope_args["rope_theta"]
-    config = LlamaConfig(c.vocab_size, c.max_position_embeddings, c.num_hidden_layers,
-                         c.num_attention_heads, c.num_key_value_heads, c.hidden_size,
-                         c.intermediate_size, float(theta), c.rms_norm_eps)
-    model = Llama(config).to(hf_model.dtype)
-    model.load_state_dict(from_hf_state_dict(hf_model.state_dict()))
-    return model.eval()

@@ -71,7 +71,7 @@ class EagleDrafter(Drafter):
     """
 
     def __init__(self, head, branching=None, width=None, score_temperature=1.0, replacement=True):
-        check_tree_options(branching, width, score_temperature, replacement)
+        branching, width = check_tree_options(branching, width, score_temperature, replacement)
         self.replacement = replacement
         self.head = head
         self.model = head.target[0]
