@@ -4,12 +4,12 @@ How much a verification call costs, v(k) in units of a one-token step, is a prop
 kernels as well as of the hardware. Three kernels for the same y = x W^T, measured with SmolLM2 on
 a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceiling.md):
 - torch's nn.Linear (MKL): its one-token product (a matrix-vector product, gemv) ran on one of the
-  two cores, 1.76-2.0 times the packed step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
+  two cores, 1.70-2.0 times the packed step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
   (figures/real_model_2threads.md);
 - "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: 0.88 to
   1.25 steps up to 4 tokens, but 1.6-2.1 for 8 and 2.3-3.3 for 12;
 - "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
-  blocked layout: a step no slower, v(8) 1.15-1.5 and v(16) 1.47-2.1, and a prompt's forward in
+  blocked layout: a step no slower, v(8) 1.15-1.5 and v(16) 1.43-2.1, and a prompt's forward in
   about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs, against 9.7-12.0 with
   "columns"). The curve of a memory-bound model: the extra tokens reuse the weights already
   read, so 8 tokens cost 1.15-1.5 steps, not 8.
