@@ -1,9 +1,9 @@
 """What a review found at stop 46. The core: tree options that passed validation and then crashed
 inside torch, prompt ids that crashed with TypeError or OverflowError, load_model's advice for a
 drafter's file that holds no heads. The real-model path: RMSNorm overflowing in float16, an odd
-head size, transformers models that converted silently wrong. 21 of these 24 tests failed on main
-e5041af; the 2.5 id (refused before too), integral ids of other types and grow_tree's new
-docstring example guard what must keep working."""
+head size, transformers models that converted silently wrong. The rules: fractional draft tokens
+truncated. 25 of these 29 tests failed on main e5041af; the 2.5 id (refused before too), integral
+ids or tokens of other types and grow_tree's new docstring example guard what must keep working."""
 import math
 
 import pytest
@@ -142,3 +142,22 @@ def test_from_hf_refuses_an_untied_gpt2():
                                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
     with pytest.raises(ValueError, match="tie_word_embeddings"):
         from_hf(transformers.GPT2LMHeadModel(config))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ms.greedy_accept([1.7, 2.2], torch.eye(3)[[1, 2, 0]]),
+    lambda: ms.speculative_accept([0.5], torch.full((1, 3), 1 / 3), torch.full((2, 3), 1 / 3)),
+    lambda: ms.multi_draft_accept([0.5], torch.full((3,), 1 / 3), torch.full((3,), 1 / 3)),
+    lambda: ms.multi_draft_accept([math.nan], torch.full((3,), 1 / 3), torch.full((3,), 1 / 3))])
+def test_the_rules_refuse_fractional_tokens(call):
+    """greedy_accept([1.7, 2.2], ...) read the drafts as [1, 2]: int() truncated them silently."""
+    with pytest.raises(ValueError, match="ints"):
+        call()
+
+
+def test_the_rules_still_take_integral_tokens_of_any_type():
+    p = torch.eye(3)[[1, 2, 0]]
+    assert ms.greedy_accept([1, 2], p) == ms.greedy_accept([1.0, 2.0], p) == (2, 0)
+    assert ms.greedy_accept(torch.tensor([1, 2]), p) == (2, 0)
+    g = torch.Generator().manual_seed(0)
+    assert ms.multi_draft_accept([2.0], torch.eye(3)[2], torch.eye(3)[2], g) == 2
