@@ -134,7 +134,7 @@ class GPT(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        if config.n_embd % config.n_head:
+        if config.n_head < 1 or config.n_embd % config.n_head:  # n_head 0: a ValueError too
             raise ValueError(f"n_embd={config.n_embd} must be divisible by n_head={config.n_head}")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)

@@ -2,8 +2,9 @@
 inside torch, prompt ids that crashed with TypeError or OverflowError, load_model's advice for a
 drafter's file that holds no heads. The real-model path: RMSNorm overflowing in float16, an odd
 head size, transformers models that converted silently wrong. The rules: fractional draft tokens
-truncated. 25 of these 29 tests failed on main e5041af; the 2.5 id (refused before too), integral
-ids or tokens of other types and grow_tree's new docstring example guard what must keep working."""
+truncated. GPT(n_head=0): a ZeroDivisionError. 26 of these 31 tests failed on main e5041af; the
+2.5 id and n_head=5 (refused before too), integral ids or tokens of other types and grow_tree's new
+docstring example guard what must keep working."""
 import math
 
 import pytest
@@ -161,3 +162,10 @@ def test_the_rules_still_take_integral_tokens_of_any_type():
     assert ms.greedy_accept(torch.tensor([1, 2]), p) == (2, 0)
     g = torch.Generator().manual_seed(0)
     assert ms.multi_draft_accept([2.0], torch.eye(3)[2], torch.eye(3)[2], g) == 2
+
+
+@pytest.mark.parametrize("n_head", [0, 5])
+def test_gpt_with_a_bad_head_count_raises_value_error(n_head):
+    """n_head=0 was a ZeroDivisionError in the divisibility check itself."""
+    with pytest.raises(ValueError, match="n_head"):
+        ms.GPT(ms.GPTConfig(vocab_size=8, block_size=16, n_layer=1, n_head=n_head, n_embd=8))
