@@ -6,7 +6,7 @@ parent (-1: the root), parents before children. To score every node in one forwa
   * position ids: a node at depth d sits at position len(context) - 1 + d, whatever its branch;
   * a tree attention mask: a node attends to the whole context, its ancestors and itself only,
 so the logits at node i are exactly those of the plain sequence context + (root-to-i path).
-Static trees have a fixed shape (here a branching per depth; Medusa's, Sequoia's are sparser);
+Static trees expand every node by a fixed branching per depth (Medusa's, Sequoia's are sparser);
 dynamic trees grow only where the draft is most confident (EAGLE-2, Li et al. 2024): `grow_tree`.
 """
 from dataclasses import dataclass, field
