@@ -33,11 +33,10 @@ from pathlib import Path
 
 import torch
 from lookup_ceiling import label
-from real_model import COPY, FIGURES, KINDS, METHODS, profile, speedups
+from real_model import COPY, FIGURES, KINDS, METHODS, profile, prompt_band, speedups
 
-import minispec as ms
 from minispec.bridge import smollm2
-from minispec.kit.timing import noise_band, spread
+from minispec.kit.timing import spread
 
 BAR = 1.5  # issue 28: median speedup of prompt lookup on the copy-heavy prompts
 GARDEN = ("The garden behind the old school was planted by the children every spring. They dug "
@@ -89,8 +88,7 @@ def main():
     # after the first token)] a prompt
     machine = []  # per run: (one-token step in seconds, v(4))
     with torch.inference_mode():
-        band = max(noise_band(lambda ids=ids: ms.generate(model, ids, 96, eos_token=tok.eos),
-                              args.repeats, pairs=1) for _, ids in prompts)  # every prompt
+        band = prompt_band(model, tok, prompts, 96, args.repeats)
         for r in range(args.runs):
             first = {}  # measured again each run: the prompt's forward moves with the machine
             step, (v4,) = profile(model, [4])  # real_model.py's: after 300 tokens, 25 calls

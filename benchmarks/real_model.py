@@ -151,6 +151,13 @@ def torch_step(model, context=300):
         return step_cost(model, 1, context, reps=25)
 
 
+def prompt_band(model, tok, prompts, n, repeats):
+    """The noise band over every prompt: each one's greedy decode (stopping at <|im_end|>) timed
+    against itself once, the largest gap (kit.timing.noise_band; compare's band, per prompt)."""
+    return max(noise_band(lambda ids=ids: ms.generate(model, ids, n, eos_token=tok.eos), repeats,
+                          pairs=1) for _, ids in prompts)
+
+
 def speedups(model, tok, prompts, name, temperature, n, gamma, repeats, first):
     """Drafter `name` in speculative_generate timed against generate on every (kind, ids) of
     prompts, paired (best of `repeats` a side) -> {kind: [(speedup, tokens per call, speedup after
@@ -218,8 +225,7 @@ def main():
              "per output token after the first, the figure serving engines quote beside time to "
              "first token.", ""]
     with torch.inference_mode():
-        band = max(noise_band(lambda ids=ids: ms.generate(model, ids, n, eos_token=tok.eos),
-                              args.repeats, pairs=1) for _, ids in prompts)
+        band = prompt_band(model, tok, prompts, n, args.repeats)
         lines += [f"Noise band: +-{band:.1%}.", "",
                   "| method | T | kind | speedup median (min-max) | faster / slower / same | "
                   "tokens per call | per prompt | after the first token |",
