@@ -5,6 +5,7 @@ model, head and text the notebooks load is found in the install. No notebook rea
 repository's other folders or the network (Colab's view: the notebooks alone, and the package).
 """
 import ast
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -87,6 +88,10 @@ print(json.dumps(problems))
 '''
 
 
+def setuptools_major():
+    return int(importlib.metadata.version("setuptools").split(".")[0])
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     """Build the wheel from a copy of the package's sources, install it into a folder of its own:
@@ -98,8 +103,8 @@ def wheel(tmp_path_factory):
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    isolation = []  # without setuptools here, pip fetches it from the package index
-    if importlib.util.find_spec("setuptools"):
+    isolation = []  # without setuptools 77 here (the SPDX license), pip fetches it from the index
+    if importlib.util.find_spec("setuptools") and setuptools_major() >= 77:
         isolation = ["--no-build-isolation"]  # build with the setuptools installed here, offline
     subprocess.run(pip + ["wheel", "--no-deps", *isolation, "-w", str(tmp / "dist"), str(src)],
                    check=True, capture_output=True)
