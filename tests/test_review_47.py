@@ -19,3 +19,12 @@ def test_negative_and_large_seeds_in_range_still_sample(byte_pair):
     target, _ = byte_pair
     for seed in (-1, 2**63 - 1):
         assert len(ms.generate(target, [1, 2, 3], 4, temperature=1.0, seed=seed).tokens) == 4
+
+
+@pytest.mark.parametrize("name", ["eagle", "medusa", "hydra"])
+def test_a_head_on_a_target_of_another_shape_is_a_value_error(name):
+    """The heads were trained for the shipped target: on another GPT they were a RuntimeError from
+    load_state_dict ("size mismatch for fc.weight")."""
+    other = ms.GPT(ms.GPTConfig(n_layer=1, n_head=1, n_embd=8))
+    with pytest.raises(ValueError, match="trained for a target of another shape"):
+        ms.load_drafter(name, other)

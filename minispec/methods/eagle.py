@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR, Block, GPTConfig, KVCache
 from ..tree import Tree, check_tree_options, grow_tree, tree_mask
+from .heads import fit
 
 
 class EagleHead(nn.Module):
@@ -56,9 +57,7 @@ def load_eagle(target, path=None):
                          "shipped head")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     head = EagleHead(target).to(target.wte.weight)
-    head.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the target's dtype
-    head.accuracy = ckpt.get("accuracy")
-    return head.eval()
+    return fit(head, ckpt, path)
 
 
 class EagleDrafter(Drafter):

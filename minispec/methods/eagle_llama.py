@@ -29,6 +29,7 @@ from ..bridge.llama import Block, Llama, LlamaCache, RMSNorm, rope
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR
 from ..tree import Tree
+from .heads import fit
 
 SMOLLM2 = {"n_layer": 30, "n_embd": 576, "vocab_size": 49152}  # how SmolLM2-135M is recognised
 HEADS = "eagle_head.pt (minispec's byte-level GPT target), eagle_smollm2.pt (SmolLM2-135M: " \
@@ -116,9 +117,7 @@ def load_eagle_llama(target, path=None):
                          "shipped head")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     head = EagleLlamaHead(target, ckpt["keep"], ckpt["layers"]).to(target.wte.weight)
-    head.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the target's dtype
-    head.accuracy = ckpt.get("accuracy")
-    return head.eval()
+    return fit(head, ckpt, path)
 
 
 class EagleLlamaDrafter(Drafter):

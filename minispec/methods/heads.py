@@ -58,9 +58,20 @@ def load_heads(model, name="medusa"):
                          "a saved file's path")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
-    heads.load_state_dict(ckpt["state_dict"])  # fp16 on disk, copied into the model's dtype
-    heads.accuracy = ckpt["accuracy"]
-    return heads.eval()
+    return fit(heads, ckpt, path)
+
+
+def fit(head, ckpt, path):
+    """A trained head's weights (fp16 on disk) copied into `head`, in its target's dtype; a target
+    of another shape than the one it was trained for -> ValueError naming a tensor that differs."""
+    own = head.state_dict()
+    for name, w in ckpt["state_dict"].items():
+        if name in own and own[name].shape != w.shape:
+            raise ValueError(f"{Path(path).name} was trained for a target of another shape: its "
+                             f"{name} is {tuple(w.shape)}, this target's {tuple(own[name].shape)}")
+    head.load_state_dict(ckpt["state_dict"])
+    head.accuracy = ckpt.get("accuracy")
+    return head.eval()
 
 
 def medusa_tree(accuracy, size=8):
