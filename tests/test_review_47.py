@@ -1,5 +1,6 @@
 """Review fixes of stop 47: each test failed before its fix (or guards what must keep working)."""
 import pytest
+import torch
 
 import minispec as ms
 
@@ -28,3 +29,29 @@ def test_a_head_on_a_target_of_another_shape_is_a_value_error(name):
     other = ms.GPT(ms.GPTConfig(n_layer=1, n_head=1, n_embd=8))
     with pytest.raises(ValueError, match="trained for a target of another shape"):
         ms.load_drafter(name, other)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    from minispec.bridge.llama import Llama, LlamaConfig
+    torch.manual_seed(0)
+    m = Llama(LlamaConfig(vocab_size=16, block_size=64, n_layer=2, n_head=2, n_kv_head=1,
+                          n_embd=16, n_hidden=32)).eval()
+    with torch.no_grad():  # sharper logits: greedy text that is not one token repeated
+        for p in m.parameters():
+            p.mul_(20)
+    return m
+
+
+def test_a_batch_on_a_llama_equals_each_prompt_alone(tiny_llama):
+    """The ragged cache had GPT's n_head heads and feed called a Llama block with GPT's arguments
+    (the cache in RoPE's cos): AttributeError. Rows of 8, 2 and 5 tokens, three drafters."""
+    m, prompts = tiny_llama, [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6], [7, 8, 9, 10, 11]]
+    ref = [ms.generate(m, p, 12).tokens for p in prompts]
+    assert len({tuple(r) for r in ref}) == 3 and any(len(set(r)) > 2 for r in ref)
+    assert [r.tokens for r in ms.generate(m, prompts, 12)] == ref
+    for drafter in (ms.load_drafter("lookup", m), ms.ModelDrafter(m)):
+        out = ms.speculative_generate(m, drafter, prompts, 12, gamma=3)
+        assert [r.tokens for r in out] == ref
+    cache = ms.batch.RaggedCache(m.config, 3, 8)
+    assert cache.k.shape == (2, 3, 1, 8, 8)  # one key/value head, as the model's own cache

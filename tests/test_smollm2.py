@@ -137,6 +137,16 @@ def test_greedy_speculative_equals_generate(smol, prompts, greedy, name):
         assert res.tokens == ref
 
 
+def test_a_batch_of_chat_prompts_equals_each_decoded_alone(smol, prompts, greedy):
+    """One padded forward for every row of different lengths: RoPE turns each row's tokens by
+    their own positions (a batch on a Llama was an AttributeError before stop 47)."""
+    model, tok = smol
+    assert [r.tokens for r in ms.generate(model, prompts, 24, eos_token=tok.eos)] == greedy
+    lookup = ms.load_drafter("lookup", model)
+    out = ms.speculative_generate(model, lookup, prompts, 24, gamma=8, eos_token=tok.eos)
+    assert [r.tokens for r in out] == greedy
+
+
 class FixedQ(ms.Drafter):
     """Draws one token from a fixed q (uniform over a few ids): a draft far from p, so that both
     the acceptance min(1, p/q) and the residual norm(max(0, p - q)) are exercised."""

@@ -118,7 +118,7 @@ def generate_batch(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, t
     max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
     prompts = [check_prompt(model, p, max_new_tokens, crop_prompt) for p in ids]
     g = torch.Generator().manual_seed(int(seed))
-    cache = new_cache(model, len(prompts))
+    cache = new_cache(model, len(prompts), size=max(map(len, prompts)) + max_new_tokens)
     contexts = [list(p) for p in prompts]
     t0 = time.perf_counter()
     while any(wanted := wants(prompts, contexts, max_new_tokens, eos_token)):
@@ -143,7 +143,8 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     B = len(prompts)
     g = torch.Generator().manual_seed(int(seed))
     rows = batched(drafter, B)
-    cache = new_cache(target, B, size=2 * target.config.block_size)
+    # room for the longest row and, padded to it, the most tokens another row feeds at once
+    cache = new_cache(target, B, size=2 * (max(map(len, prompts)) + max_new_tokens))
     policy.reset()
     contexts = [list(p) for p in prompts]
     steps = [[] for _ in prompts]

@@ -12,7 +12,7 @@ transformers' assisted generation and most teaching code refuse a batch above 1 
 import torch
 import torch.nn.functional as F
 
-from ..model import KVCache
+from ..model import GPT, KVCache
 
 
 class RaggedCache(KVCache):
@@ -21,6 +21,9 @@ class RaggedCache(KVCache):
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
         self.lengths = [0] * batch_size
         super().__init__(config, batch_size, size, device, dtype)
+        if hasattr(config, "n_kv_head"):  # a Llama: n_kv_head key/value heads (grouped queries)
+            self.k = self.k[:, :, :config.n_kv_head].clone()  # (n_layer, B, H_kv, size, hs)
+            self.v = self.v[:, :, :config.n_kv_head].clone()
 
     @property
     def length(self):  # the longest row's
@@ -70,9 +73,10 @@ def causal_mask(lengths, n_new, T):
 
 
 def feed(model, cache, seqs):
-    """Rows of different lengths in ONE forward pass: row b's tokens seqs[b] follow its
-    cache.lengths[b] entries, padded to one length T (the cache counts each row's own tokens only)
-    -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its tokens'.
+    """Rows of different lengths in ONE forward pass of a GPT or a Llama: row b's tokens seqs[b]
+    follow its cache.lengths[b] entries, padded to one length T (the cache counts each row's own
+    tokens only) -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its
+    tokens'.
     Example: feed(model, RaggedCache(model.config, 2), [[1, 2, 3], [4]])[1][1, 0]  (after [4])"""
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
@@ -87,8 +91,13 @@ def feed(model, cache, seqs):
         pos = torch.stack([F.pad(torch.arange(a, a + b), (0, T - b)) for a, b in zip(L, n)])
         mask = causal_mask(L, n, T).to(dev)
     x = model.embed(idx, pos.to(dev))
+    turn = ()  # GPT added its positions in embed; a Llama's blocks turn q and k by them (RoPE)
+    if not isinstance(model, GPT):
+        turn = model.rotary(pos.to(dev), x.dtype)
+        if mask is None and T > 1:  # a Llama's block leaves the causal mask to Llama.blocks
+            mask = causal_mask(L, n, T).to(dev)
     for i, block in enumerate(model.h):
-        x = block(x, cache, i, mask, None)  # start None: after each row's own entries
+        x = block(x, *turn, cache, i, mask, None)  # start None: after each row's own entries
     cache.lengths = [a + b for a, b in zip(L, n)]
     h = model.ln_f(x)
     return h, model.lm_head(h)

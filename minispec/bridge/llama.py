@@ -189,6 +189,10 @@ class Llama(nn.Module):
                              f"{self.config.block_size}")
         return self.wte(idx)
 
+    def rotary(self, pos, dtype):
+        """Positions (T,) or (B, T) -> RoPE's cos, sin (..., T, hs) for this model's heads."""
+        return rope(pos, self.config.n_embd // self.config.n_head, self.config.rope_base, dtype)
+
     def blocks(self, x, cache=None, layers=None, mask=None, start=None, pos=None):
         """Run blocks `layers` (default all) on x (B, T, C), as GPT.blocks; pos (T,) or (B, T):
         each token's position for RoPE (default: its cache entry, start + 0..T-1, a chain)."""
@@ -198,12 +202,11 @@ class Llama(nn.Module):
                              f"needed (block_size={self.config.block_size})")
         if pos is None:
             pos = torch.arange(start, start + x.shape[1], device=x.device)
-        c = self.config
-        cos, sin = rope(pos, c.n_embd // c.n_head, c.rope_base, x.dtype)
+        cos, sin = self.rotary(pos, x.dtype)
         T, S = x.shape[1], start + x.shape[1]
         if mask is None and 1 < T < S:  # causal, once for all blocks: query i sees keys <= its own
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
-        for i in range(c.n_layer) if layers is None else layers:
+        for i in range(self.config.n_layer) if layers is None else layers:
             x = self.h[i](x, cos, sin, cache, i, mask, start)
         if cache is not None:
             cache.length = start + x.shape[1]
