@@ -55,3 +55,74 @@ def test_a_batch_on_a_llama_equals_each_prompt_alone(tiny_llama):
         assert [r.tokens for r in out] == ref
     cache = ms.batch.RaggedCache(m.config, 3, 8)
     assert cache.k.shape == (2, 3, 1, 8, 8)  # one key/value head, as the model's own cache
+
+
+def test_short_data_and_unknown_names_are_value_errors_that_say_so():
+    """Each was a silent wrong answer or an error that named nothing: prompts(19) "subsection not
+    found", bits_per_byte on 5 bytes [nan], alignment a torch.stack RuntimeError, divergence "KL"
+    the TV, alpha_from_acceptance(0.5, 0) a ZeroDivisionError, get_batch random_'s RuntimeError."""
+    from minispec.kit import data, theory, training
+    target = ms.load_model("target")
+    short = torch.tensor(list(b"hello"))
+    cases = [(lambda: data.prompts(19), "18 prompts"),
+             (lambda: data.prompts(1, offset=18), "18 prompts"),
+             (lambda: data.bits_per_byte(target, short, block_size=8), "block_size=8"),
+             (lambda: data.alignment(target, target, short, block_size=8), "too few"),
+             (lambda: data.alignment(target, target, torch.arange(40) % 256, block_size=8,
+                                     windows=6, spread=False), "too few"),
+             (lambda: training.divergence(torch.zeros(3), torch.zeros(3), "KL"), "'kl' or 'tv'"),
+             (lambda: theory.alpha_from_acceptance(0.5, 0), "gamma >= 1"),
+             (lambda: theory.alpha_from_acceptance(1.5, 4), "kept fraction"),
+             (lambda: training.get_batch(torch.arange(9), 2, 8, torch.Generator()), "block_size")]
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert len(data.prompts(18)) == 18 and len(data.prompts(3, offset=15)) == 3
+    assert training.get_batch(torch.arange(10), 2, 8, torch.Generator())[0].shape == (2, 8)
+
+
+def test_the_trace_views_take_a_tokenizer_and_refuse_a_plain_decode():
+    """ansi_trace and plot_trace had no decode (SmolLM2's ids: "bytes must be in range(0, 256)");
+    plot_acceptance([]) was numpy's "zero-size array to reduction operation"."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from minispec.kit import viz
+    target = ms.load_model("target")
+    res = ms.speculative_generate(target, ms.load_drafter("draft", target), ms.encode("def "), 12)
+    steps = [ms.rounds.Step(s.tree, s.path, s.token + 1000) for s in res.steps]  # ids past 255
+    assert "<1" in viz.ansi_trace(steps, decode=lambda ids: f"<{ids[0]}>")
+    assert viz.plot_trace(steps, decode=lambda ids: f"<{ids[0]}>") is not None
+    with pytest.raises(ValueError, match="no rounds"):
+        viz.plot_acceptance(ms.generate(target, ms.encode("def "), 4).steps)
+
+
+def test_match_length_around_a_drafter_that_scores_and_counts_its_own_calls():
+    """MatchLengthDrafter passed neither score nor calls on: around early exit the loop scored on
+    a cache the inner drafter had moved ("p must have shape (5, V)"), and around a model draft it
+    reported 0 draft calls."""
+    from minispec.methods.match_length import MatchLengthDrafter
+    target, draft = ms.load_model("target"), ms.load_model("draft")
+    ids = ms.encode("def fib(n):\n    return fib(n-1)")
+    ref = ms.generate(target, ids, 16).tokens
+    inner = MatchLengthDrafter(ms.EarlyExitDrafter(target, k=2))
+    assert ms.speculative_generate(target, inner, ids, 16, gamma=4).tokens == ref
+    wrapped = ms.speculative_generate(target, MatchLengthDrafter(ms.ModelDrafter(draft)), ids, 16,
+                                      gamma=4)
+    assert wrapped.tokens == ref and wrapped.stats.draft_calls > 0
+
+
+def test_fallback_of_two_vocabularies_and_bad_head_trees_are_value_errors():
+    """A fallback whose `then` had another vocabulary was an IndexError mid-decode; head trees [()],
+    [(-1,)], [(300,)], [(0.5,)] were max()'s, Index-, Runtime- and TypeErrors at the first draft."""
+    target = ms.load_model("target")
+    small = ms.GPT(ms.GPTConfig(vocab_size=100, n_layer=1, n_head=1, n_embd=8, block_size=256))
+    with pytest.raises(ValueError, match="vocabulary"):
+        ms.FallbackDrafter(ms.load_drafter("eagle", target), small)
+    heads = ms.load_heads(target, "hydra")
+    for tree in ([()], [(0,), ()], [(-1,)], [(300,)], [(0.5,)], [0, 1], []):
+        with pytest.raises(ValueError, match="rank"):
+            ms.HeadDrafter(heads, tree=tree)
+    ids = ms.encode("def fib(n):")
+    hydra = ms.HeadDrafter(heads, tree=[[0], [1], [0, 0]])  # lists, as for medusa
+    ref = ms.generate(target, ids, 12).tokens
+    assert ms.speculative_generate(target, hydra, ids, 12).tokens == ref

@@ -69,8 +69,9 @@ class Linear(nn.Linear):
     def packed_weight(self, x):
         """W in oneDNN's layout, packed at the first call and again only when W has changed
         (another tensor, or written in place); None where the packed kernel does not apply.
-        A W made under torch.inference_mode keeps no version counter: a write in place to it
-        (possible only under inference_mode) is not seen, and the old packed copy stays."""
+        Two writes are not seen, and the old packed copy stays: a write in place to a W made
+        under torch.inference_mode (which keeps no version counter), and a write through W.data
+        (a view with a counter of its own): write under torch.no_grad() instead."""
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
         if grad or w.device.type != "cpu" or {w.dtype, x.dtype} != {torch.float32}:

@@ -33,6 +33,8 @@ def accepted_pmf(alpha, gamma):
 
 def alpha_from_acceptance(rate, gamma):
     """Invert the measured kept fraction E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
+    if not (gamma >= 1 and 0 <= rate <= 1):
+        raise ValueError(f"need gamma >= 1 and a kept fraction in [0, 1], got {gamma}, {rate}")
     lo, hi = 0.0, 1.0
     for _ in range(60):  # bisection: the fraction grows with alpha
         mid = (lo + hi) / 2

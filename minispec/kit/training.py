@@ -17,6 +17,10 @@ from ..speculate import speculative_generate
 def get_batch(data, batch_size, block_size, generator):
     """Random windows of a byte tensor: inputs x and next-byte targets y, both
     (batch_size, block_size)."""
+    if len(data) < block_size + 2:
+        raise ValueError(f"{len(data)} tokens of data: get_batch needs block_size + 2 or more")
+    # starts 0 .. len - block_size - 2: one short of the last window that fits, kept as it is so
+    # that the shipped models' training commands draw the same windows again
     ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
     x = torch.stack([data[i:i + block_size] for i in ix])
     y = torch.stack([data[i + 1:i + 1 + block_size] for i in ix])
@@ -103,6 +107,8 @@ def divergence(log_p, log_q, kind):
     """Mean over positions of KL(p || q) (kind "kl") or TV(p, q) (kind "tv"); inputs (..., V)."""
     if kind == "kl":
         return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+    if kind != "tv":
+        raise ValueError(f"kind must be 'kl' or 'tv', got {kind!r}")
     return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()
 
 

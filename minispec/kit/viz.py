@@ -46,9 +46,9 @@ def trace_segments(steps, show_rejected=True, decode=decode):
     return out
 
 
-def ansi_trace(steps, show_rejected=False):
+def ansi_trace(steps, show_rejected=False, decode=decode):
     """The trace with ANSI colors for a terminal, followed by a legend line."""
-    body = "".join(_ANSI[k] + t + _RESET for t, k in trace_segments(steps, show_rejected))
+    body = "".join(_ANSI[k] + t + _RESET for t, k in trace_segments(steps, show_rejected, decode))
     legend = "  ".join(_ANSI[k] + k + _RESET for k in COLORS if show_rejected or k != "rejected")
     return body + "\n\n" + legend
 
@@ -88,10 +88,10 @@ def image(plot, *args, ncols=1, size=(7, 3), **kw):
     return Image(buf.getvalue(), format="png")
 
 
-def plot_trace(steps, show_rejected=True, width=80, ax=None):
+def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
     """The colored trace as a static matplotlib figure (monospace; rejected newlines as ⏎)."""
     cells, row, col = [], 0, 0  # (row, col, text, kind): one text call per run of one kind
-    segments = trace_segments(steps, show_rejected)
+    segments = trace_segments(steps, show_rejected, decode)
     for kind, group in itertools.groupby(segments, key=lambda seg: seg[1]):
         text = "".join(t for t, _ in group).replace("\t", "    ")
         text = text.replace("\n", "⏎" if kind == "rejected" else "\n")
@@ -114,7 +114,8 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None):
 
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
-    from matplotlib.ticker import MaxNLocator
+    if not steps:  # plain generate's Result records no rounds
+        raise ValueError("no rounds to plot: give the steps of a speculative_generate result")
     fig, ax = _axes(ax)
     kept, bonus = np.array([s.accepted for s in steps]), np.array([s.bonus for s in steps])
     rej, x = np.array([len(drafted(s)) for s in steps]) - kept, np.arange(1, len(steps) + 1)
@@ -123,7 +124,7 @@ def plot_acceptance(steps, ax=None):
            label="target's token (blue: correction, purple: bonus)")
     ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
     total = kept.sum() + len(steps)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls 1, 2, 3: no 2.5
+    ax.xaxis.get_major_locator().set_params(integer=True)  # calls 1, 2, 3: no 2.5
     ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3),
            title=f"{total} tokens in {len(steps)} target calls "
                  f"({total / max(1, len(steps)):.2f} per call)")
@@ -218,8 +219,7 @@ def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
 
 
 def show(*objs):
-    """Print each function's or class's source: a notebook shows the code under its equation
-    (one source of truth)."""
+    """Print each function's or class's source, shown under its equation: one source of truth."""
     for obj in objs:
         print(inspect.getsource(obj))
 

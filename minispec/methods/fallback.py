@@ -18,6 +18,9 @@ class FallbackDrafter(Drafter):
         self.first = first
         self.then = then
         self.then_gamma = None if then_gamma is None else whole(then_gamma, "then_gamma (or None)")
+        if first.vocab_size and then.vocab_size and first.vocab_size != then.vocab_size:
+            raise ValueError(f"first drafts from {first.vocab_size} tokens, then from "
+                             f"{then.vocab_size}: both must share the target's vocabulary")
         self.vocab_size = first.vocab_size or then.vocab_size
         self.used = first  # the drafter of this round: it scores (early exit reuses its work)
 

@@ -93,9 +93,15 @@ class HeadDrafter(Drafter):
     has no hidden state yet and drafts nothing. Example: HeadDrafter(load_heads(target, "hydra"))"""
 
     def __init__(self, heads, tree=None):
-        if tree is not None and (not tree or max(map(len, tree)) > len(heads.res)):
-            raise ValueError(f"tree must be a non-empty list of rank paths no longer than "
-                             f"n_heads={len(heads.res)}")
+        n, V = len(heads.res), heads.target[0].config.vocab_size
+        if tree is not None:
+            if not all(isinstance(p, (list, tuple)) for p in tree):
+                raise ValueError(f"tree must be a list of rank paths such as [(0,), (1,), (0, 0)], "
+                                 f"got {tree!r}")
+            tree = [tuple(whole(r, "a rank", 0) for r in p) for p in tree]  # a list would not hash
+            if not (tree and all(0 < len(p) <= n and max(p) < V for p in tree)):
+                raise ValueError(f"tree must be a non-empty list of rank paths, each of 1 to "
+                                 f"n_heads={n} ranks below the vocabulary's {V}, got {tree}")
         self.model = heads.target[0]
         self.heads = heads
         self.tree = tree

@@ -40,6 +40,10 @@ class MatchLengthDrafter(Drafter):
         self.long = whole(long, "long")
         self.vocab_size = self.drafter.vocab_size
 
+    @property
+    def calls(self):  # the inner drafter's forward passes
+        return self.drafter.calls
+
     def reset(self, target, cache):
         self.drafter.reset(target, cache)
 
@@ -53,6 +57,9 @@ class MatchLengthDrafter(Drafter):
         if not self.long_match(context):
             gamma = min(gamma, self.short)
         return self.drafter.draft(context, gamma, temperature, top_k, top_p, generator, depth)
+
+    def score(self, target, cache, context, tree):  # the inner one's: early exit reuses its work
+        return self.drafter.score(target, cache, context, tree)
 
     def accept(self, context, tree, path, hidden, logits):
         self.drafter.accept(context, tree, path, hidden, logits)
