@@ -126,3 +126,11 @@ def test_fallback_of_two_vocabularies_and_bad_head_trees_are_value_errors():
     hydra = ms.HeadDrafter(heads, tree=[[0], [1], [0, 0]])  # lists, as for medusa
     ref = ms.generate(target, ids, 12).tokens
     assert ms.speculative_generate(target, hydra, ids, 12).tokens == ref
+
+
+@pytest.mark.parametrize("target", [None, "target"])
+def test_load_drafter_names_a_target_that_is_not_a_model(target):
+    """load_drafter("lookup", None) was an AttributeError on None.config."""
+    for name in ("lookup", "early_exit"):
+        with pytest.raises(ValueError, match="target must be a model"):
+            ms.load_drafter(name, target)

@@ -137,6 +137,14 @@ def test_greedy_speculative_equals_generate(smol, prompts, greedy, name):
         assert res.tokens == ref
 
 
+def test_decode_refuses_ids_outside_the_vocabulary(smol):
+    """transformers' decode dropped 49152 silently: a wrong text with no word of warning."""
+    _, tok = smol
+    assert tok.decode(tok.encode("Hello")) == "Hello"
+    with pytest.raises(ValueError, match="vocabulary"):
+        tok.decode([49151, 49152])
+
+
 def test_a_batch_of_chat_prompts_equals_each_decoded_alone(smol, prompts, greedy):
     """One padded forward for every row of different lengths: RoPE turns each row's tokens by
     their own positions (a batch on a Llama was an AttributeError before stop 47)."""

@@ -95,7 +95,8 @@ class Tokenizer:
 
     chat(messages) -> ids of the conversation with the assistant's turn opened; ask(text): one
     user message;
-    encode(text) -> ids (no special tokens added); decode(ids) -> text; eos: <|im_end|>'s id.
+    encode(text) -> ids (none added; a special token's text, "<|im_end|>", becomes its id, as in
+    transformers: encode what a user typed with care); decode(ids) -> text; eos: <|im_end|>'s id.
     """
 
     def __init__(self, path, saved=None):
@@ -120,7 +121,10 @@ class Tokenizer:
         return self.hf(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids):
-        return self.hf.decode([int(i) for i in ids])
+        ids = [int(i) for i in ids]
+        if not all(0 <= i < len(self.hf) for i in ids):  # transformers drops them silently
+            raise ValueError(f"ids outside the vocabulary [0, {len(self.hf)}): {ids}")
+        return self.hf.decode(ids)
 
 
 def keep(target, save):

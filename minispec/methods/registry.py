@@ -47,6 +47,9 @@ def load_drafter(name, target, **options):
     """
     if name not in KINDS:
         raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
+    if not hasattr(target, "config") or not hasattr(target, "wte"):
+        raise ValueError(f"target must be a model (a GPT, or the Llama of smollm2.load()), got "
+                         f"{type(target).__name__}")
     kind = KINDS[name]
     model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup", "match_length")
     if not model_free and name not in ("early_exit", "layer_skip", "streaming", "eagle") \
