@@ -2,7 +2,7 @@
 
     python benchmarks/batching.py [--prompts 32] [--max-new-tokens 64] [--batches 1 2 4 8 16]
                                   [--gammas 2 4] [--temperatures 0 1] [--repeats 3]
-                                  [--plot figures/batching.png] [--device cpu]
+                                  [--plot figures/batching.png] [--device cpu] [--model smollm2]
 
 The same held-out prompts (of different lengths) are decoded at every batch size B, in groups of B.
 Each group is decoded autoregressively (generate) and speculatively (the shipped draft, a chain of
@@ -13,6 +13,9 @@ it must be 0). At temperature 1 both sample (seed 0), so their texts differ; the
 per call are lower there, and sampled text does not degenerate into loops as greedy text does.
 A list of prompts goes to minispec.batch.loop (ms.generate / ms.speculative_generate send it
 there), whose caches are minispec.batch.RaggedCache; kit.timing.step_cost times a batch of rows.
+--model smollm2: the real model (minispec.bridge.smollm2) on benchmarks/real_model.py's 12 chat
+prompts (9 copy-heavy, 3 free writing), drafted by prompt lookup (no draft calls: c_B = 0), each
+row ending at <|im_end|>; use --batches 1 2 3 4 6 12, which divide the 12 prompts into equal groups.
 
 The theory's account (notebook 03 with costs measured at batch B): a round costs gamma draft
 calls c_B and one target call on gamma + 1 tokens per row, v_B (both relative to a target call on
@@ -33,30 +36,34 @@ from minispec.kit.timing import step_cost
 from common import paired  # benchmarks/common.py
 
 
-def measure(target, draft, prompts, B, gamma, n, repeats, temperature):
+def measure(target, draft, prompts, B, gamma, n, repeats, temperature, eos=None):
     groups = [prompts[i:i + B] for i in range(0, len(prompts), B)]
 
     def one(out):  # batch 1 as a single prompt (the unbatched call): its result as a list of one
         return out if B > 1 else [out]
 
-    ratios, t_ar, t_sp, calls, wrong = [], 0.0, 0.0, [], 0
+    ratios, t_ar, t_sp, calls, longest, wrong = [], 0.0, 0.0, [], [], 0
+    n_ar = n_sp = 0  # new tokens decoded by AR and by speculation (rows may end at eos)
     for group in groups:
         ids = group if B > 1 else group[0]
         ar, sp, ta, ts = paired(
-            lambda: one(ms.generate(target, ids, n, temperature=temperature)),
+            lambda: one(ms.generate(target, ids, n, temperature=temperature, eos_token=eos)),
             lambda: one(ms.speculative_generate(target, draft, ids, n, gamma=gamma,
-                                                temperature=temperature)), repeats)
+                                                temperature=temperature, eos_token=eos)), repeats)
         if temperature == 0:  # greedy: must be 0 (a near-tie could flip on a GPU)
             wrong += sum(s.tokens != a.tokens for s, a in zip(sp, ar))
         ratios.append(ta / ts)
         t_ar, t_sp = t_ar + ta, t_sp + ts
-        # the batch's target calls: its slowest row's
+        n_ar += sum(len(r.tokens) for r in ar)
+        n_sp += sum(len(r.tokens) for r in sp)
+        # the batch's target calls and tokens: its slowest row's, its longest row's
         calls.append(max(r.stats.target_calls for r in sp))
+        longest.append(max(len(r.tokens) for r in sp))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-    return dict(ar_tps=len(prompts) * n / t_ar, sp_tps=len(prompts) * n / t_sp,
+    return dict(ar_tps=n_ar / t_ar, sp_tps=n_sp / t_sp,
                 speedup=statistics.median(ratios), lo=min(ratios), q1=q[0], q3=q[2],
-                hi=max(ratios), groups=len(groups), tokens_per_call=n / statistics.mean(calls),
-                wrong=wrong)
+                hi=max(ratios), groups=len(groups),
+                tokens_per_call=statistics.mean(longest) / statistics.mean(calls), wrong=wrong)
 
 
 def main(argv=None):
@@ -70,18 +77,29 @@ def main(argv=None):
     ap.add_argument("--plot", default=None, help="save a figure of the speedups here")
     ap.add_argument("--device", default="cpu",
                     help="e.g. cuda: the models (and so the caches) move there")
+    ap.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                    help="smollm2: the real model with prompt lookup on real_model.py's prompts")
     args = ap.parse_args(argv)
-    target = ms.load_model("target").to(args.device)
-    draft = ms.load_model("draft").to(args.device)
-    n = args.max_new_tokens
-    # 32 distinct pieces, cut to 32..128 tokens
-    halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]
-    prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]
-    print(f"{len(prompts)} held-out prompts of {min(map(len, prompts))}-{max(map(len, prompts))} "
-          f"tokens, {n} new tokens each (at temperature 0 greedy text of these tiny models soon "
-          f"repeats itself, which raises tokens per call; its effect on the speedup differs by "
-          f"batch size (the tables)); device "
-          f"{args.device}, torch threads {torch.get_num_threads()}")
+    n, eos = args.max_new_tokens, None
+    if args.model == "smollm2":
+        from real_model import COPY, FREE  # benchmarks/real_model.py
+        from minispec.bridge import smollm2
+        target, tok = smollm2.load()
+        target, eos = target.to(args.device), tok.eos
+        draft = ms.load_drafter("lookup", target)
+        prompts = [tok.ask(text) for text in (COPY + FREE)[:args.prompts]]
+        what = "chat prompts (9 copy-heavy, 3 free writing), prompt lookup drafting"
+    else:
+        target = ms.load_model("target").to(args.device)
+        draft = ms.load_model("draft").to(args.device)
+        # 32 distinct pieces, cut to 32..128 tokens
+        halves = [h for p in ms.data.prompts(16, length=256) for h in (p[:128], p[128:])]
+        prompts = [h[:32 + (37 * i) % 97] for i, h in enumerate(halves[:args.prompts])]
+        what = ("held-out prompts (at temperature 0 greedy text of these tiny models soon repeats "
+                "itself, which raises tokens per call; its effect on the speedup differs by batch "
+                "size (the tables))")
+    print(f"{len(prompts)} {what}: {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
+          f"{n} new tokens each; device {args.device}, torch threads {torch.get_num_threads()}")
     ms.generate(target, prompts[0], 8)  # warm up
     results, costs = {}, {}
     for temp in args.temperatures:
@@ -90,11 +108,12 @@ def main(argv=None):
                   f"tokens/s | speedup (median; quartiles; min-max) | groups | tokens/call | v_B | "
                   f"c_B | predicted | rows != AR |\n|---|---|---|---|---|---|---|---|---|---|")
             for B in args.batches:
-                r = measure(target, draft, prompts, B, gamma, n, args.repeats, temp)
+                r = measure(target, draft, prompts, B, gamma, n, args.repeats, temp, eos)
                 if (gamma, B) not in costs:  # call costs do not depend on the temperature
                     t1 = step_cost(target, 1, 96, 15, B)
                     v = step_cost(target, gamma + 1, 96, 15, B) / t1
-                    costs[gamma, B] = v, step_cost(draft, 1, 96, 15, B) / t1
+                    c = step_cost(draft, 1, 96, 15, B) / t1 if isinstance(draft, ms.GPT) else 0.0
+                    costs[gamma, B] = v, c
                 r["v"], r["c"] = costs[gamma, B]
                 r["predicted"] = r["tokens_per_call"] / (gamma * r["c"] + r["v"])
                 results[temp, gamma, B] = r

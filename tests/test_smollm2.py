@@ -155,6 +155,16 @@ def test_a_batch_of_chat_prompts_equals_each_decoded_alone(smol, prompts, greedy
     assert [r.tokens for r in out] == greedy
 
 
+def test_the_batching_benchmark_runs_on_smollm2(smol, script, capsys):
+    """benchmarks/batching.py --model smollm2 at a tiny setting: every batched row equals AR."""
+    script("batching").main(["--model", "smollm2", "--prompts", "2", "--max-new-tokens", "6",
+                             "--batches", "1", "2", "--gammas", "3", "--repeats", "1",
+                             "--temperatures", "0"])
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2 and all(line.rstrip().endswith("| 0 |") for line in rows)  # != AR: none
+
+
 class FixedQ(ms.Drafter):
     """Draws one token from a fixed q (uniform over a few ids): a draft far from p, so that both
     the acceptance min(1, p/q) and the residual norm(max(0, p - q)) are exercised."""
