@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import minispec as ms
+from minispec.bridge.llama import Llama, LlamaConfig
 from minispec.methods import BeamDrafter, topk_accept
 
 
@@ -211,7 +212,11 @@ def test_registry_options_and_refusals(shipped):
         ms.load_drafter("beam", shipped, gamma=4)
     with pytest.raises(ValueError, match="width"):
         ms.load_drafter("beam", shipped, width=0)
+    llama = Llama(LlamaConfig(vocab_size=8, block_size=16, n_layer=1, n_head=2, n_kv_head=1,
+                              n_embd=8, n_hidden=16))
     with pytest.raises(ValueError, match="trained for minispec's byte-level GPT"):
+        ms.load_drafter("beam", llama)
+    with pytest.raises(ValueError, match="target must be a model"):
         ms.load_drafter("beam", torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="one prompt at a time"):
         ms.speculative_generate(shipped, d, [[1, 2], [3]], 4)
