@@ -6,7 +6,7 @@
 
 Free-writing chat prompts (benchmarks/real_model.py's FREE, and explanation prompts written here;
 none of them is a prompt the head trained on: scripts/train_eagle_smollm2.py), decoded by
-  lookup      prompt lookup matching 2- to 3-grams, gamma 8 (real_model.py's rows at T = 1)
+  lookup      prompt lookup matching 2- to 3-grams, gamma 8
   eagle       ms.load_drafter("eagle", model): the shipped EAGLE-3 head, a chain of --gamma
   fallback    FallbackDrafter(lookup of 3-grams, eagle, then_gamma=--gamma), gamma 8: a long
               lookup match when there is one, the head otherwise
@@ -65,11 +65,13 @@ def alternate(fns, repeats):
 
 
 def by_depth(results, depth):
-    """Acceptance by depth: of the rounds that drafted at least d tokens, how many kept d."""
+    """Acceptance by depth: of the rounds that drafted at least d tokens, the share that kept d
+    ("-" where no round drafted d: a chain of gamma 3 has no depth 4)."""
     rows = []
     for d in range(1, depth + 1):
         drafted = [s for r in results for s in r.steps if len(s.tree.tokens) >= d]
-        rows.append(sum(s.accepted >= d for s in drafted) / max(1, len(drafted)))
+        kept = sum(s.accepted >= d for s in drafted)
+        rows.append(f"{kept / len(drafted):.2f}" if drafted else "-")
     return rows
 
 
@@ -133,7 +135,7 @@ def main():
                 tpc = statistics.median(r.stats.tokens_per_call for r in results[name])
                 lines.append(f"| {name} | {temperature:g} | {spread(ratios[name])} | {tally[0]} "
                              f"/ {tally[1]} / {tally[2]} of {len(prompts)} | {tpc:.2f} | "
-                             + " / ".join(f"{a:.2f}" for a in by_depth(results[name], 4)) + " | "
+                             + " / ".join(by_depth(results[name], 4)) + " | "
                              + ", ".join(f"{r:.2f}" for r in ratios[name]) + " |")
     lines += ["", f"Measured in {time.time() - t0:.0f} s."]
     Path(args.out).write_text("\n".join(lines) + "\n")

@@ -13,8 +13,11 @@ back to back in this process:
   prompt lookup ... PromptLookupDrafter(max_n=2)     vs  model.generate(prompt_lookup_num_tokens=g)
 Every output must equal minispec's plain greedy output token for token (the script stops if not).
 Target calls are counted on both sides (a forward hook on the transformers target): with the same
-rule they must match. Speed: transformers' wall time / minispec's, each the best of --repeats runs
-taken alternately (benchmarks/common.py), per prompt (median) and in total.
+rule they must match. Prompt lookup's rules differ: transformers drafts after the first (oldest)
+occurrence of the n-gram and stops at the context's end, minispec after the newest and copies on
+past the end, so the lookup rows' call counts differ and their ratio mixes the two rules with the
+two libraries' overheads. Speed: transformers' wall time / minispec's, each the best of --repeats
+runs taken alternately (benchmarks/common.py), per prompt (median) and in total.
 Writes figures/hf_side_by_side.md (or --out).
 """
 import argparse

@@ -29,6 +29,7 @@ from minispec.methods.layer_skip import agreement, check_search, search_skip
 
 from common import noise_band, paired, spread, timed  # benchmarks/common.py
 from minispec.kit.timing import agreement as timing_agreement
+from minispec.kit.timing import step_cost
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -90,7 +91,7 @@ def main(argv=None):
                    f"early exit k={N - m}, S = {set(range(N - m, N))} | {a_exit:.3f} |")
     print("\n".join(out), flush=True)
     picks = Counter(search_skip(target, ids)[0] for ids in ids_list)
-    step = min(timed(lambda: ms.generate(target, ids_list[0], 32))[1] for _ in range(3)) / 32
+    step = step_cost(target, 1, context=128)  # one cached step: no prompt's forward spread in it
     cost = statistics.median(min(timed(lambda: search_skip(target, ids))[1] for _ in range(2))
                              for ids in ids_list) / step
     out += ["", "## 2. What the search picks (default objective: expected speedup, gamma 4, "

@@ -109,9 +109,12 @@ def best_occurrence(context, rest, max_n=3):
 
 
 def any_copy(context, rest):
-    """The longest prefix of rest that occurs anywhere in context (at most LONGEST tokens)."""
-    rest = rest[:LONGEST]
-    return max((agree(context[i:], rest) for i in range(len(context))), default=0)
+    """The longest prefix of rest that a copy from anywhere in context gives (at most LONGEST
+    tokens); a copy that reaches the context's end goes on with what it copied, as lookup's does
+    (best_occurrence: the same periodic copy), so this bounds every drafter that copies."""
+    rest, n = rest[:LONGEST], len(context)
+    copies = ([context[i + j % (n - i)] for j in range(len(rest))] for i in range(n))
+    return max((agree(copy, rest) for copy in copies), default=0)
 
 
 def reaches(prompt, answer, oracle):

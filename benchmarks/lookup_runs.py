@@ -93,7 +93,8 @@ def main():
             first = {}  # measured again each run: the prompt's forward moves with the machine
             step, (v4,) = profile(model, [4])  # real_model.py's: after 300 tokens, 25 calls
             machine.append((step, v4))
-            for name in args.methods[::1 if r % 2 == 0 else -1]:  # first in turn: drift is shared
+            k = r % len(args.methods)  # rotated: each method first in turn, so drift is shared
+            for name in args.methods[k:] + args.methods[:k]:
                 got = speedups(model, tok, prompts, name, 0.0, 96, 3, args.repeats, first)
                 for s in SETS:
                     runs[name, s].append(got[s])

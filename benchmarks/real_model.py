@@ -287,8 +287,9 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
                                  lambda ids=ids, d=drafter: ms.speculative_generate(
                                      model, d, ids, n, gamma=gamma, eos_token=tok.eos),
                                  repeats)
-        if not theirs == ours == mine.tokens == ref:
-            print(f"note: transformers' greedy text differs from minispec's on a {kind} prompt")
+        if not theirs == ours == mine.tokens == ref:  # every T = 0 output equals greedy
+            raise SystemExit(f"transformers' greedy text differs from minispec's on a {kind} "
+                             "prompt")
         rows[kind].append((own, vs))
         print("hf", kind, f"{own:.2f}x", f"minispec vs hf lookup {vs:.2f}x", flush=True)
     rows["copy: all"] = rows["copy: code"] + rows["copy: prose"]

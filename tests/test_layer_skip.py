@@ -218,19 +218,18 @@ def two_token_law(model):
     return (lp1[:, None] + torch.log_softmax(after.double(), -1)).exp()
 
 
-@pytest.mark.parametrize("rule,skip,runs", [("lossless", [2, 3], 400),
-                                            ("keeps every draft", [0], 200)])
-def test_chi_square_on_the_shipped_target(shipped, chi2_pvalue, rule, skip, runs):
-    """The first two of 3 new tokens, seeds 0..runs-1, gamma 4. The negative control keeps every
-    draft of a draft without block 0 (far from the target: with blocks 2 and 3 skipped, keeping
-    every draft moves x1's law by a TV of about 0.19 here, which 400 runs do not reliably see)."""
+@pytest.mark.parametrize("rule", ["lossless", "keeps every draft"])
+def test_chi_square_on_the_shipped_target(shipped, chi2_pvalue, rule):
+    """The first new token after PROMPT, seeds 0..599, gamma 4, blocks 2 and 3 skipped. The
+    negative control is the same drafter and count keeping every draft (it moves x1's law by a TV
+    of about 0.19 here). The joint law of two tokens, 65,536 cells, was too sparse for either."""
     kw = {} if rule == "lossless" else dict(rule=keep_every_draft)
-    drafter, counts = LayerSkipDrafter(shipped, skip), torch.zeros(256, 256)
-    for seed in range(runs):
-        x1, x2, _ = ms.speculative_generate(shipped, drafter, PROMPT, 3, gamma=4, temperature=1.0,
-                                            seed=seed, **kw).tokens
-        counts[x1, x2] += 1
-    p = chi2_pvalue(counts, two_token_law(shipped))
+    drafter, counts = LayerSkipDrafter(shipped, [2, 3]), torch.zeros(256)
+    for seed in range(600):
+        x1 = ms.speculative_generate(shipped, drafter, PROMPT, 2, gamma=4, temperature=1.0,
+                                     seed=seed, **kw).tokens[0]
+        counts[x1] += 1
+    p = chi2_pvalue(counts, two_token_law(shipped).sum(1))
     assert p > 1e-3 if rule == "lossless" else p < 1e-6
 
 

@@ -276,6 +276,34 @@ def test_lossy_decoders_are_detected(request, exact_law, dense, target_law, chi2
     assert chi2_pvalue(counts, want) < 1e-6  # ... and so does the chi-square
 
 
+def no_residual(candidates, q, p, generator=None):
+    """Keep x with min(1, p(x) / q(x)), but after a rejection sample from p itself, not from the
+    residual norm(max(0, p - q)): the classic bug, which over-samples what the draft proposed."""
+    for x in candidates:
+        if torch.rand((), generator=generator) < ms.accept_prob(p[x], q[x]):
+            return x
+    return ms.sample(p, generator)
+
+
+def test_a_missing_residual_is_detected(request, exact_law, dense, target_law, chi2_pvalue):
+    """Subtler than the controls above: here it moves the law by a total variation of about 0.05,
+    which 300 or 500 runs do not reliably see. The exact law sees it; a chi-square needs about
+    3,000 runs, and the package's rule passes the same chi-square at the same count."""
+    _, kw, gamma = SETTINGS["plain"]
+    target, draft = pair_for("tiny", request)
+    drafter, want = ms.ModelDrafter(draft), target_law(target, PROMPT, 3, **kw)
+    law = spec_law(exact_law, dense, target, drafter, gamma=gamma, rule=no_residual, **kw)
+    assert tv(law, want) > 0.03
+    for rule in (ms.verify.multi_draft_accept, no_residual):
+        counts = torch.zeros(3, 3, 3)
+        for seed in range(3000):
+            res = ms.speculative_generate(target, drafter, PROMPT, 3, gamma=gamma, seed=seed,
+                                          rule=rule, **kw)
+            counts[tuple(res.tokens)] += 1
+        pvalue = chi2_pvalue(counts, want)
+        assert pvalue > 1e-4 if rule is not no_residual else pvalue < 1e-6
+
+
 def test_top_p_setting_catches_a_filtered_draft_with_raw_q(request, exact_law, dense, target_law):
     """Review finding: against a one-hot p any q is lossless, so a top-p setting must leave the
     target at least two tokens where a draft is verified. Here the first round always verifies
