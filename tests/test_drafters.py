@@ -156,7 +156,7 @@ def test_load_drafter_names_and_options(random_gpt):
 DRAFTERS = {  # name: (make(draft), gamma)
     "model chain": (lambda d: d, 3),
     "ModelDrafter": (lambda d: ModelDrafter(d), 2),
-    "confidence stop": (lambda d: ModelDrafter(d, threshold=0.6), 3),
+    "confidence stop": (lambda d: ModelDrafter(d, threshold=0.9), 3),  # it fires: tested below
     "static tree": (lambda d: ModelDrafter(d, branching=(2, 2)), 3),
     "static tree, 3 wide": (lambda d: ModelDrafter(d, branching=(3, 1)), 3),
     "dynamic tree": (lambda d: ModelDrafter(d, branching=(2, 2, 2), width=1,
@@ -213,6 +213,18 @@ def test_sampling_exact_law_with_every_drafter(tiny_pair, exact_law, dense, targ
     law = exact_law(lambda: tuple(ms.speculative_generate(target, drafter, PROMPT, 3, gamma=gamma,
                                                           temperature=1.0).tokens))
     assert torch.allclose(dense(law, 3, 3), target_law(target, PROMPT, 3), atol=1e-12, rtol=0)
+
+
+def test_the_confidence_stop_setting_ends_rounds_early(tiny_pair):
+    """The "confidence stop" setting tests the stop only if it fires: its rounds are shorter than
+    the plain chain's (at 0.6 they never were on this pair, and a lossy stop went unseen)."""
+    target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
+
+    def sizes(drafter):
+        return [[len(s.tree.tokens) for s in ms.speculative_generate(
+            target, drafter, PROMPT, 3, gamma=3, temperature=1.0, seed=seed).steps]
+            for seed in range(8)]
+    assert sizes(DRAFTERS["confidence stop"][0](draft)) != sizes(ModelDrafter(draft))
 
 
 def test_sampling_exact_law_with_top_k_and_a_tree(tiny_pair, exact_law, dense, target_law):

@@ -180,7 +180,7 @@ def keep_every_draft(cands, q, p, generator=None):
     (dict(skip=[1, 2]), 2, 2, None), (dict(max_skip=1), 2, 2, None),
     (dict(skip=[0, 3]), 1, 2, None),
     (dict(skip=[1, 2]), 2, 3, 3), (dict(skip=[2]), 3, 3, 3), (dict(max_skip=2), 2, 3, 3),
-    (dict(skip=[1], threshold=0.6), 3, 3, 3)], ids=str)
+    (dict(skip=[1], threshold=0.9), 3, 3, 3)], ids=str)  # a stop that fires: tested below
 def test_sampling_exact_law(tiny64, exact_law, dense, target_law, settings, gamma, n, top_k):
     """Temperature 1 (top_k None: the plain law; top_k 3: several rounds, 27 outcomes)."""
     drafter = LayerSkipDrafter(tiny64, **settings)
@@ -193,6 +193,17 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, settings, gamm
     want = target_law(tiny64, [1, 2], n, top_k=top_k)
     assert len(law) == 8 ** n if top_k is None else len(law) == 27
     assert torch.allclose(dense(law, 8, n), want, atol=1e-12, rtol=0)
+
+
+def test_the_confidence_stop_setting_ends_rounds_early(tiny64):
+    """The threshold setting above tests the stop only if it fires: its rounds are shorter than
+    the same skip's without one (at 0.6 the stop only ever fell on a round's last draft)."""
+    def sizes(drafter):
+        return [[len(s.tree.tokens) for s in ms.speculative_generate(
+            tiny64, drafter, [1, 2], 3, gamma=3, temperature=1.0, seed=seed).steps]
+            for seed in range(8)]
+    assert sizes(LayerSkipDrafter(tiny64, [1], threshold=0.9)) != sizes(
+        LayerSkipDrafter(tiny64, [1]))
 
 
 def test_a_rule_that_keeps_every_draft_is_caught_exactly(tiny64, exact_law, dense, target_law):

@@ -365,7 +365,7 @@ class SeededEdits(EditLookupDrafter):
 
 LOSSLESS = {  # name: (make(model), gamma, new tokens, sampling kwargs)
     "early exit": (lambda m: EarlyExitDrafter(m, 1), 2, 3, dict(temperature=1.0)),
-    "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, threshold=0.6), 3, 3,
+    "early exit, confidence stop": (lambda m: EarlyExitDrafter(m, 1, threshold=0.9), 3, 3,
                                     dict(temperature=1.0)),
     "medusa tree": (lambda m: HeadDrafter(make_heads(m, 2, std=0.5), SMALL_TREE), 4, 4,
                     dict(temperature=0.7, top_k=2)),
@@ -412,6 +412,18 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
 
     law = exact_law(run)
     assert torch.allclose(dense(law, 3, n), target_law(tiny64, [1, 2], n, **kw), atol=1e-12, rtol=0)
+
+
+def test_the_confidence_stop_setting_ends_rounds_early(tiny64):
+    """The setting above tests the stop only if the stop fires there: its rounds are shorter than
+    the same drafter's without a threshold (at 0.6 they never were on this model, and a lossy stop
+    went unseen)."""
+    def sizes(drafter):
+        return [[len(s.tree.tokens) for s in ms.speculative_generate(
+            tiny64, drafter, [1, 2], 3, gamma=3, temperature=1.0, seed=seed).steps]
+            for seed in range(8)]
+    assert sizes(LOSSLESS["early exit, confidence stop"][0](tiny64)) != sizes(
+        EarlyExitDrafter(tiny64, 1))
 
 
 @pytest.mark.parametrize("name", ["early exit", "hydra tree", "copy cursor", "lookup tree",

@@ -147,7 +147,8 @@ def topk_pair(random_gpt):
 SETTINGS = {  # name: (pair, sampling kwargs, gamma); with 3 new tokens a round drafts at most 2
     "plain": ("tiny", dict(temperature=1.0), 2),
     # (on tiny_pair this top-p leaves the target ONE token wherever a draft is verified: a one-hot
-    # p makes any q lossless, so "top_p" below is the setting that tests a top-p draft's q)
+    # p makes any q lossless, so this setting checks that verification warps p as generate does,
+    # and "top_p" below is the setting that tests a top-p draft's q)
     "gamma_1_top_p": ("tiny", dict(temperature=0.7, top_p=0.8), 1),
     "top_k": ("topk", dict(temperature=1.0, top_k=2), 2),
     "top_p": ("topk", dict(temperature=1.0, top_p=0.7), 2),

@@ -131,10 +131,13 @@ def test_without_replacement_needs_a_tree(random_gpt, make):
 
 @pytest.mark.parametrize("name", ["draft", "eagle"])
 def test_without_replacement_on_the_shipped_pair(shipped, chi2_pvalue, name):
-    """The shipped target with the draft's static tree and EAGLE's dynamic tree, siblings without
-    replacement: the joint law of the first two new tokens (300 seeded runs; 3 new tokens so that
-    EAGLE, which needs the target's features first, drafts for x2) against the target's own law,
-    chi-square, as tests/test_shipped.py checks every method."""
+    """A check at the shipped scale, not of the law's fine print: the shipped target with the
+    draft's static tree and EAGLE's dynamic tree, siblings without replacement, drafts trees with
+    siblings (asserted) and the joint law of the first two new tokens (300 seeded runs; 3 new
+    tokens so that EAGLE, which needs the target's features first, drafts for x2) is not grossly
+    off (chi-square, as tests/test_shipped.py checks every method). 300 runs over 256 x 256 cells
+    cannot see a subtle loss such as verifying these trees with the iid rule: the exact laws above
+    (FlagFlip among them) are what catch that."""
     prompt = ms.encode("self.a = self.")
     with torch.no_grad():
         lp1 = torch.log_softmax(shipped(torch.tensor([prompt]))[0, -1].double(), -1)
