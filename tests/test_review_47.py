@@ -134,3 +134,14 @@ def test_load_drafter_names_a_target_that_is_not_a_model(target):
     for name in ("lookup", "early_exit"):
         with pytest.raises(ValueError, match="target must be a model"):
             ms.load_drafter(name, target)
+
+
+def test_a_batched_draft_model_sizes_its_cache_as_the_target_does(tiny_llama):
+    """Chains kept 2 x block_size entries a row whatever the call needed: 16,384 for a drafter of
+    SmolLM2's config (about 750 MB a row); now the loop's room for its prompts and new tokens."""
+    from minispec.batch.loop import batched
+    chains = batched(ms.ModelDrafter(tiny_llama), 3, size=40)
+    assert chains.cache.size == 40 and chains.cache.k.shape[2] == 1  # n_kv_head
+    fallback = batched(ms.FallbackDrafter(ms.PromptLookupDrafter(), ms.ModelDrafter(tiny_llama)), 2,
+                       size=24)
+    assert fallback.then.cache.size == 24

@@ -29,10 +29,10 @@ def new_cache(model, rows, size=None):
 class Chains:
     """A model drafter's chains for every row: one draft call a step for the rows still drafting."""
 
-    def __init__(self, drafter, rows):
+    def __init__(self, drafter, rows, size=None):
         self.model = drafter.model
         self.threshold = drafter.threshold
-        self.cache = new_cache(self.model, rows, 2 * self.model.config.block_size)
+        self.cache = new_cache(self.model, rows, size or 2 * self.model.config.block_size)
         self.calls = 0
 
     def draft(self, contexts, gammas, temperature, top_k, top_p, generator):
@@ -59,7 +59,7 @@ class Chains:
 class Lookups:
     """Prompt lookup for every row: no state, each row looks up its own context."""
 
-    def __init__(self, drafter, rows):
+    def __init__(self, drafter, rows, size=None):
         self.drafter = drafter
         self.calls = 0
 
@@ -73,9 +73,9 @@ class Lookups:
 class Fallbacks:
     """A FallbackDrafter for every row: `then` drafts the rows `first` left empty."""
 
-    def __init__(self, drafter, rows):
-        self.first = batched(drafter.first, rows)
-        self.then = batched(drafter.then, rows)
+    def __init__(self, drafter, rows, size=None):
+        self.first = batched(drafter.first, rows, size)
+        self.then = batched(drafter.then, rows, size)
         self.then_gamma = drafter.then_gamma
 
     @property
@@ -93,15 +93,16 @@ class Fallbacks:
         self.then.accept(contexts, paths)
 
 
-def batched(drafter, rows):
-    """The batched form of a drafter that batches, or a ValueError that says which do."""
+def batched(drafter, rows, size=None):
+    """The batched form of a drafter that batches (its caches `size` entries a row), or a
+    ValueError that says which do."""
     own = isinstance(drafter, ModelDrafter) and type(drafter).draft is ModelDrafter.draft
     if own and drafter.branching is None:  # a subclass that drafts its own way drafts alone
-        return Chains(drafter, rows)
+        return Chains(drafter, rows, size)
     if isinstance(drafter, PromptLookupDrafter):
-        return Lookups(drafter, rows)
+        return Lookups(drafter, rows, size)
     if isinstance(drafter, FallbackDrafter):
-        return Fallbacks(drafter, rows)
+        return Fallbacks(drafter, rows, size)
     raise ValueError(f"{type(drafter).__name__} drafts one prompt at a time: decode a batch with a "
                      "GPT drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two")
 
@@ -142,9 +143,10 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     prompts = [check_prompt(target, p, max_new_tokens, crop_prompt) for p in ids]
     B = len(prompts)
     g = torch.Generator().manual_seed(int(seed))
-    rows = batched(drafter, B)
     # room for the longest row and, padded to it, the most tokens another row feeds at once
-    cache = new_cache(target, B, size=2 * (max(map(len, prompts)) + max_new_tokens))
+    size = 2 * (max(map(len, prompts)) + max_new_tokens)
+    rows = batched(drafter, B, size)  # a draft model's caches: the same room
+    cache = new_cache(target, B, size)
     policy.reset()
     contexts = [list(p) for p in prompts]
     steps = [[] for _ in prompts]
