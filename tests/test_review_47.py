@@ -145,3 +145,13 @@ def test_a_batched_draft_model_sizes_its_cache_as_the_target_does(tiny_llama):
     fallback = batched(ms.FallbackDrafter(ms.PromptLookupDrafter(), ms.ModelDrafter(tiny_llama)), 2,
                        size=24)
     assert fallback.then.cache.size == 24
+
+
+def test_exact_law_reads_every_comparison_of_a_coin():
+    """`torch.rand(()) <= a` (or >=, >) was a TypeError inside exact_law, so a right answer to an
+    exercise written that way failed its check; each is the branch point `< a` is."""
+    from minispec.kit.checks import exact_law
+    for flip in (lambda: torch.rand(()) < 0.3, lambda: torch.rand(()) <= 0.3,
+                 lambda: not torch.rand(()) >= 0.3, lambda: not torch.rand(()) > 0.3):
+        law = exact_law(flip)
+        assert law[True] == pytest.approx(0.3) and law[False] == pytest.approx(0.7)

@@ -58,6 +58,13 @@ class _Coin:
         a = min(1.0, max(0.0, float(a)))
         return self.choose([1.0 - a, a]) == 1
 
+    __le__ = __lt__  # a uniform draw equals a with probability 0: `coin <= a` is `coin < a`
+
+    def __ge__(self, a):  # `coin >= a`: the same branch point, the other side
+        return not self < a
+
+    __gt__ = __ge__
+
 
 def exact_law(fn):
     """The exact law of fn()'s (hashable) result: {result: probability} in float64.

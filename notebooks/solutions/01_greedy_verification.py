@@ -157,5 +157,35 @@ def no_cache(target, draft, context, cache, gamma, generator, temperature=1.0, t
     return drafts[:n] + [token]
 
 
+def no_bonus(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+             top_p=None):
+    """Wrong (found by an audit): after a round that keeps every draft, the target's bonus token is
+    dropped (and the cache cropped to match). The law stays the target's; every full round loses a
+    token, so the loop makes more target calls than it needs."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    new = context[cache.length:] + drafts
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1:], temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, q, p, generator)
+    if n == gamma:
+        cache.crop(len(context) + n - 1)
+        return drafts
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
+def no_top_p(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+             top_p=None):
+    """Wrong (found by an audit): top_p ignored, for p and q alike (the law of top-p sampling is
+    not the law of plain sampling)."""
+    return solution_round(target, draft, context, cache, gamma, generator, temperature, top_k)
+
+
+def global_rng(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+               top_p=None):
+    """Wrong (found by an audit): the right law, but drawn from torch's global generator, so the
+    same seed does not give the same tokens."""
+    return solution_round(target, draft, context, cache, gamma, None, temperature, top_k, top_p)
+
+
 more_wrong_round = [no_rollback, p_off_by_one, bonus_wrong_row, raw_p, greedy_draft_soft_q,
-                    no_cache]
+                    no_cache, no_bonus, no_top_p, global_rng]

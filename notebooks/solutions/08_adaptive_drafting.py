@@ -27,4 +27,12 @@ class ceil_halving(ms.Fixed):
             self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, (self.gamma + 1) // 2)
 
 
-more_wrong = [ceil_halving]  # found by a review: the check must reject these too (tests/test_exercises.py)
+class halve_drafted(ms.Fixed):
+    """Wrong (found by an audit): halves the number of tokens the round drafted, not gamma."""
+
+    def update(self, step):
+        if step.tree.tokens:
+            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, len(step.tree.tokens) // 2)
+
+
+more_wrong = [ceil_halving, halve_drafted]  # found by reviews: the check must reject these too
