@@ -69,9 +69,8 @@ class Linear(nn.Linear):
     def packed_weight(self, x):
         """W in oneDNN's layout, packed at the first call and again only when W has changed
         (another tensor, or written in place); None where the packed kernel does not apply.
-        Two writes are not seen, and the old packed copy stays: a write in place to a W made
-        under torch.inference_mode (which keeps no version counter), and a write through W.data
-        (a view with a counter of its own): write under torch.no_grad() instead."""
+        Not seen (the old copy stays): a write in place to a W made under inference_mode (no
+        version counter) or through W.data (a counter of its own); write under no_grad instead."""
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
         if grad or w.device.type != "cpu" or {w.dtype, x.dtype} != {torch.float32}:
