@@ -155,3 +155,11 @@ def test_exact_law_reads_every_comparison_of_a_coin():
                  lambda: not torch.rand(()) >= 0.3, lambda: not torch.rand(()) > 0.3):
         law = exact_law(flip)
         assert law[True] == pytest.approx(0.3) and law[False] == pytest.approx(0.7)
+
+
+def test_spread_of_no_ratios_says_so():
+    """spread([]) was statistics' StatisticsError ("no median for empty data")."""
+    from minispec.kit.timing import spread
+    with pytest.raises(ValueError, match="no ratios"):
+        spread([])
+    assert spread([1.0, 2.0, 1.5]) == "1.50x (1.00-2.00)"

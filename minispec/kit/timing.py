@@ -43,6 +43,8 @@ def paired(base, method, repeats=3):
 
 def spread(ratios):
     """Per-prompt ratios -> "median (min-max)", e.g. "1.41x (1.15-1.85)"."""
+    if not len(ratios):
+        raise ValueError("no ratios to summarize: time at least one prompt")
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
