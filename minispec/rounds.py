@@ -73,8 +73,9 @@ def is_batch(ids):
 
 def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed):
     """The decoding options -> max_new_tokens as an int, or a ValueError naming the bad one."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or abs(seed) >= 2**63:
-        raise ValueError(f"seed must be an integer in (-2**63, 2**63), got {seed!r}")
+    whole_seed = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)  # no None
+    if not (whole_seed and -2**63 <= int(seed) < 2**64):  # what torch's manual_seed takes
+        raise ValueError(f"seed must be an integer in [-2**63, 2**64), got {seed!r}")
     for name, value in (("temperature", temperature), ("top_p", top_p)):
         if not (value is None or isinstance(value, numbers.Real) or torch.is_tensor(value)):
             raise ValueError(f"{name} must be a number, got {value!r}")

@@ -216,8 +216,8 @@ def test_sampling_exact_law_with_every_drafter(tiny_pair, exact_law, dense, targ
 
 
 def test_the_confidence_stop_setting_ends_rounds_early(tiny_pair):
-    """The "confidence stop" setting tests the stop only if it fires: its rounds are shorter than
-    the plain chain's (at 0.6 they never were on this pair, and a lossy stop went unseen)."""
+    """The "confidence stop" setting tests the stop only if it fires: its rounds differ from
+    the plain chain's (at 0.6 they never did on this pair, and a lossy stop went unseen)."""
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
 
     def sizes(drafter):

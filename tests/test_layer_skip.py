@@ -196,7 +196,7 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, settings, gamm
 
 
 def test_the_confidence_stop_setting_ends_rounds_early(tiny64):
-    """The threshold setting above tests the stop only if it fires: its rounds are shorter than
+    """The threshold setting above tests the stop only if it fires: its rounds differ from
     the same skip's without one (at 0.6 the stop only ever fell on a round's last draft)."""
     def sizes(drafter):
         return [[len(s.tree.tokens) for s in ms.speculative_generate(

@@ -415,8 +415,8 @@ def test_sampling_exact_law(tiny64, exact_law, dense, target_law, name):
 
 
 def test_the_confidence_stop_setting_ends_rounds_early(tiny64):
-    """The setting above tests the stop only if the stop fires there: its rounds are shorter than
-    the same drafter's without a threshold (at 0.6 they never were on this model, and a lossy stop
+    """The setting above tests the stop only if the stop fires there: its rounds differ from
+    the same drafter's without a threshold (at 0.6 they never did on this model, and a lossy stop
     went unseen)."""
     def sizes(drafter):
         return [[len(s.tree.tokens) for s in ms.speculative_generate(

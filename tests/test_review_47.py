@@ -5,10 +5,10 @@ import torch
 import minispec as ms
 
 
-@pytest.mark.parametrize("seed", [2**70, -2**63, 2**63])
-def test_a_seed_outside_63_bits_is_a_value_error_naming_seed(byte_pair, seed):
+@pytest.mark.parametrize("seed", [2**70, 2**64, -2**63 - 1])
+def test_a_seed_torch_cannot_take_is_a_value_error_naming_seed(byte_pair, seed):
     """2**70 was torch's "Overflow when unpacking long long", which does not say which argument;
-    the range is now one that reads the same signed or not: (-2**63, 2**63)."""
+    the range is torch's own, [-2**63, 2**64)."""
     target, draft = byte_pair
     with pytest.raises(ValueError, match="seed"):
         ms.generate(target, [1, 2, 3], 4, temperature=1.0, seed=seed)
@@ -17,8 +17,9 @@ def test_a_seed_outside_63_bits_is_a_value_error_naming_seed(byte_pair, seed):
 
 
 def test_negative_and_large_seeds_in_range_still_sample(byte_pair):
+    import numpy as np
     target, _ = byte_pair
-    for seed in (-1, 2**63 - 1):
+    for seed in (-1, -2**63, 2**63, 2**64 - 1, np.int64(-2**63), np.uint64(2**63)):
         assert len(ms.generate(target, [1, 2, 3], 4, temperature=1.0, seed=seed).tokens) == 4
 
 
@@ -45,7 +46,8 @@ def tiny_llama():
 
 def test_a_batch_on_a_llama_equals_each_prompt_alone(tiny_llama):
     """The ragged cache had GPT's n_head heads and feed called a Llama block with GPT's arguments
-    (the cache in RoPE's cos): AttributeError. Rows of 8, 2 and 5 tokens, three drafters."""
+    (the cache in RoPE's cos): AttributeError. Rows of 8, 2 and 5 tokens: generate, and the
+    loop with two drafters."""
     m, prompts = tiny_llama, [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6], [7, 8, 9, 10, 11]]
     ref = [ms.generate(m, p, 12).tokens for p in prompts]
     assert len({tuple(r) for r in ref}) == 3 and any(len(set(r)) > 2 for r in ref)
@@ -122,6 +124,9 @@ def test_fallback_of_two_vocabularies_and_bad_head_trees_are_value_errors():
     for tree in ([()], [(0,), ()], [(-1,)], [(300,)], [(0.5,)], [0, 1], []):
         with pytest.raises(ValueError, match="rank"):
             ms.HeadDrafter(heads, tree=tree)
+    import numpy as np
+    medusa = ms.HeadDrafter(ms.load_heads(target, "medusa"), tree=[np.array([0]), np.array([1])])
+    assert medusa.tree == [(0,), (1,)]  # arrays as paths, as before the check
     ids = ms.encode("def fib(n):")
     hydra = ms.HeadDrafter(heads, tree=[[0], [1], [0, 0]])  # lists, as for medusa
     ref = ms.generate(target, ids, 12).tokens
@@ -163,3 +168,12 @@ def test_spread_of_no_ratios_says_so():
     with pytest.raises(ValueError, match="no ratios"):
         spread([])
     assert spread([1.0, 2.0, 1.5]) == "1.50x (1.00-2.00)"
+
+
+def test_an_empty_batch_gives_no_results():
+    """A batch of no prompts returned [] before the caches were sized to the prompts ("max() arg
+    is an empty sequence" after)."""
+    from minispec.batch.loop import generate_batch, speculative_generate_batch
+    target = ms.load_model("target")
+    assert generate_batch(target, [], 4) == []
+    assert speculative_generate_batch(target, ms.load_drafter("lookup", target), [], 4) == []

@@ -119,7 +119,7 @@ def generate_batch(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, t
     max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
     prompts = [check_prompt(model, p, max_new_tokens, crop_prompt) for p in ids]
     g = torch.Generator().manual_seed(int(seed))
-    cache = new_cache(model, len(prompts), size=max(map(len, prompts)) + max_new_tokens)
+    cache = new_cache(model, len(prompts), size=max(map(len, prompts), default=0) + max_new_tokens)
     contexts = [list(p) for p in prompts]
     t0 = time.perf_counter()
     while any(wanted := wants(prompts, contexts, max_new_tokens, eos_token)):
@@ -144,7 +144,7 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     B = len(prompts)
     g = torch.Generator().manual_seed(int(seed))
     # room for the longest row and, padded to it, the most tokens another row feeds at once
-    size = 2 * (max(map(len, prompts)) + max_new_tokens)
+    size = 2 * (max(map(len, prompts), default=0) + max_new_tokens)
     rows = batched(drafter, B, size)  # a draft model's caches: the same room
     cache = new_cache(target, B, size)
     policy.reset()

@@ -121,9 +121,9 @@ class Tokenizer:
         return self.hf(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids):
-        ids = [int(i) for i in ids]
-        if not all(0 <= i < len(self.hf) for i in ids):  # transformers drops them silently
-            raise ValueError(f"ids outside the vocabulary [0, {len(self.hf)}): {ids}")
+        ids, V = [int(i) for i in ids], len(self.hf)
+        if bad := [i for i in ids if not 0 <= i < V]:  # transformers drops them silently
+            raise ValueError(f"ids outside the vocabulary [0, {V}): {bad}")
         return self.hf.decode(ids)
 
 

@@ -78,7 +78,6 @@ def image(plot, *args, ncols=1, size=(7, 3), **kw):
     messages there) while the inline backend redraws every open pyplot figure, and two threads
     drawing one figure tear it. Example: display(image(plot_acceptance, res.steps))"""
     import io
-
     from IPython.display import Image
     from matplotlib.figure import Figure
     fig = Figure(figsize=size, layout="constrained")
@@ -114,6 +113,7 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
 
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
+    from matplotlib.ticker import MaxNLocator
     if not steps:  # plain generate's Result records no rounds
         raise ValueError("no rounds to plot: give the steps of a speculative_generate result")
     fig, ax = _axes(ax)
@@ -124,7 +124,7 @@ def plot_acceptance(steps, ax=None):
            label="target's token (blue: correction, purple: bonus)")
     ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
     total = kept.sum() + len(steps)
-    ax.xaxis.get_major_locator().set_params(integer=True)  # calls 1, 2, 3: no 2.5
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls 1, 2, 3: no 2.5
     ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3),
            title=f"{total} tokens in {len(steps)} target calls "
                  f"({total / max(1, len(steps)):.2f} per call)")

@@ -95,10 +95,11 @@ class HeadDrafter(Drafter):
     def __init__(self, heads, tree=None):
         n, V = len(heads.res), heads.target[0].config.vocab_size
         if tree is not None:
-            if not all(isinstance(p, (list, tuple)) for p in tree):
-                raise ValueError(f"tree must be a list of rank paths such as [(0,), (1,), (0, 0)], "
-                                 f"got {tree!r}")
-            tree = [tuple(whole(r, "a rank", 0) for r in p) for p in tree]  # a list would not hash
+            try:  # each path a tuple of whole ranks (a list or an array would not hash)
+                tree = [tuple(whole(r, "a rank", 0) for r in p) for p in tree]
+            except TypeError:  # a path that is not a sequence, as in tree=[0, 1]
+                raise ValueError(f"tree must be a list of rank paths such as [(0,), (1,), "
+                                 f"(0, 0)], got {tree!r}") from None
             if not (tree and all(0 < len(p) <= n and max(p) < V for p in tree)):
                 raise ValueError(f"tree must be a non-empty list of rank paths, each of 1 to "
                                  f"n_heads={n} ranks below the vocabulary's {V}, got {tree}")

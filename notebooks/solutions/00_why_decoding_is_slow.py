@@ -1,4 +1,5 @@
-"""Notebook 00, exercise "decode without a cache": a reference solution and a classic wrong answer."""
+"""Notebook 00, exercise "decode without a cache": a reference solution and a classic wrong
+answer."""
 import torch
 
 from minispec.model import KVCache
@@ -25,7 +26,8 @@ def wrong(model, ids, max_new_tokens):
 
 
 def cropped(model, ids, max_new_tokens):
-    """Wrong: reads only the last 48 tokens of the sequence (a fixed window), not the whole of it."""
+    """Wrong: reads only the last 48 tokens of the sequence (a fixed window), not the whole of
+    it."""
     seq = list(ids)
     with torch.inference_mode():
         for _ in range(max_new_tokens):
@@ -51,7 +53,8 @@ def _cached_loop(model, ids, max_new_tokens, cache):
 
 
 def hand_built_cache(model, ids, max_new_tokens):
-    """Wrong for this exercise: the right tokens, from a KV cache built by hand (no new_cache call)."""
+    """Wrong for this exercise: the right tokens, from a KV cache built by hand (no new_cache
+    call)."""
     return _cached_loop(model, ids, max_new_tokens, KVCache(model.config))
 
 
@@ -61,7 +64,8 @@ def new_cache(model, ids, max_new_tokens):
 
 
 def fresh_cache_per_call(model, ids, max_new_tokens):
-    """Wrong for this exercise: the whole sequence every step, but each forward handed a KV cache."""
+    """Wrong for this exercise: the whole sequence every step, but each forward handed a KV
+    cache."""
     seq = list(ids)
     with torch.inference_mode():
         for _ in range(max_new_tokens):

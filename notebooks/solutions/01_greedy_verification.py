@@ -6,10 +6,12 @@ import minispec as ms
 
 
 def solution(a, gamma, n_tokens):
-    """Drafts kept per round, from the agreement vector a (1 where the draft's argmax equals the target's)."""
+    """Drafts kept per round, from the agreement vector a (1 where the draft's argmax equals the
+    target's)."""
     rounds, t = [], 0
     while t < n_tokens:
-        k = min(gamma, n_tokens - t - 1)   # the last rounds draft fewer: a round adds at most k + 1 tokens
+        # the last rounds draft fewer: a round adds at most k + 1 tokens
+        k = min(gamma, n_tokens - t - 1)
         kept = 0
         while kept < k and a[t + kept]:
             kept += 1
@@ -19,7 +21,8 @@ def solution(a, gamma, n_tokens):
 
 
 def wrong(a, gamma, n_tokens):
-    """The classic mistake: every round drafts gamma tokens, even when fewer are left to generate."""
+    """The classic mistake: every round drafts gamma tokens, even when fewer are left to
+    generate."""
     rounds, t = [], 0
     while t < n_tokens:
         kept = 0

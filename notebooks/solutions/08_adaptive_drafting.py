@@ -11,12 +11,13 @@ class solution(ms.Fixed):
 
 
 class wrong(ms.Fixed):
-    """The classic mistake: "all kept" read as "kept gamma", wrong when the loop drafted fewer than gamma
-    (near the end of a call)."""
+    """The classic mistake: "all kept" read as "kept gamma", wrong when the loop drafted fewer than
+    gamma (near the end of a call)."""
 
     def update(self, step):
         if step.tree.tokens:
-            self.gamma = min(16, 2 * self.gamma) if step.accepted == self.gamma else max(1, self.gamma // 2)
+            all_kept = step.accepted == self.gamma
+            self.gamma = min(16, 2 * self.gamma) if all_kept else max(1, self.gamma // 2)
 
 
 class ceil_halving(ms.Fixed):
@@ -32,7 +33,8 @@ class halve_drafted(ms.Fixed):
 
     def update(self, step):
         if step.tree.tokens:
-            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, len(step.tree.tokens) // 2)
+            drafted = len(step.tree.tokens)
+            self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, drafted // 2)
 
 
 more_wrong = [ceil_halving, halve_drafted]  # found by reviews: the check must reject these too

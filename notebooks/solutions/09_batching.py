@@ -28,7 +28,8 @@ def only_longest(decode_batch, prompts, n):
     outs = decode_batch(prompts, n)
     longest = max(range(len(prompts)), key=lambda b: len(prompts[b]))
     result = [None] * len(prompts)
-    result[longest] = first_wrong(outs[longest].tokens, decode_batch([prompts[longest]], n)[0].tokens)
+    alone = decode_batch([prompts[longest]], n)[0].tokens
+    result[longest] = first_wrong(outs[longest].tokens, alone)
     return result
 
 
@@ -38,7 +39,8 @@ def zipped(decode_batch, prompts, n):
     outs = decode_batch(prompts, n)
     result = []
     for o, p in zip(outs, prompts):
-        diffs = [i for i, (a, b) in enumerate(zip(o.tokens, decode_batch([p], n)[0].tokens)) if a != b]
+        alone = decode_batch([p], n)[0].tokens
+        diffs = [i for i, (a, b) in enumerate(zip(o.tokens, alone)) if a != b]
         result.append(diffs[0] if diffs else None)
     return result
 

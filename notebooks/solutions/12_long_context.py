@@ -18,7 +18,8 @@ def no_batch(n_params, n_layer, n_kv_head, head_size, batch=1):
 
 
 def all_heads(n_params, n_layer, n_kv_head, head_size, batch=1):
-    """Wrong: as if every query head kept its own keys (no grouped-query attention: 3x the cache)."""
+    """Wrong: as if every query head kept its own keys (no grouped-query attention: 3x the
+    cache)."""
     return n_params / (2 * n_layer * 3 * n_kv_head * head_size * batch)
 
 
