@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..bridge.llama import Block, Llama, LlamaCache, RMSNorm, rope
+from ..bridge.llama import Block, Llama, LlamaCache, RMSNorm
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR
 from ..tree import Tree
@@ -75,9 +75,8 @@ class EagleLlamaHead(nn.Module):
     def forward(self, g, x, cache=None, mask=None, start=None):
         """Inputs g (B, T, C) at positions start.. and tokens x (B, T) after them -> states s."""
         start = (cache.length if cache is not None else 0) if start is None else start
-        c = self.config
         pos = torch.arange(start, start + x.shape[1], device=g.device)
-        cos, sin = rope(pos, c.n_embd // c.n_head, c.rope_base, g.dtype)
+        cos, sin = self.target[0].rotary(pos, g.dtype)  # the target's RoPE: its heads, its base
         e = F.embedding(x, self.target[0].wte.weight.detach())
         if mask is None and cache is not None and 1 < x.shape[1] < start + x.shape[1]:
             mask = torch.ones(x.shape[1], start + x.shape[1], dtype=torch.bool,
