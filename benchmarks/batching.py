@@ -129,31 +129,40 @@ def main(argv=None):
                 where = f"pays up to batch {max(args.batches)}"
             print(f"crossover (temperature {temp}, gamma {gamma}): speculation {where}")
     if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
-        for temp in args.temperatures:
-            for gamma in args.gammas:
-                rs = [results[temp, gamma, B] for B in args.batches]
-                line, = axes[0].plot(args.batches, [r["speedup"] for r in rs], "o-",
-                                     label=f"T={temp:g}, gamma {gamma}")
-                axes[0].fill_between(args.batches, [r["q1"] for r in rs], [r["q3"] for r in rs],
-                                     alpha=0.15, color=line.get_color())
-        for gamma in args.gammas:
-            axes[1].plot(args.batches, [costs[gamma, B][0] for B in args.batches], "o-",
-                         label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
-        axes[0].axhline(1, color="gray", lw=0.8)
-        axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR",
-                    title="speculative / AR (median, quartiles)")
-        axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio",
-                    title="verification cost v_B")
-        for ax in axes:
-            ax.set_xticks(args.batches, [str(B) for B in args.batches])
-            ax.legend(fontsize=8)
-        fig.savefig(args.plot, dpi=110)
+        plot(args.plot, results, costs, args.temperatures, args.gammas, args.batches)
         print(f"\nplot: {args.plot}")
 
+
+def plot(path, results, costs, temperatures, gammas, batches, predicted=False):
+    """Speedup (median, quartiles) and v_B against batch size; results[temp, gamma, B] holds
+    "speedup", "q1", "q3" (and "predicted", drawn dotted if asked), costs[gamma, B] = (v_B, c_B).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
+    for temp in temperatures:
+        for gamma in gammas:
+            rs = [results[temp, gamma, B] for B in batches]
+            line, = axes[0].plot(batches, [r["speedup"] for r in rs], "o-",
+                                 label=f"T={temp:g}, gamma {gamma}")
+            axes[0].fill_between(batches, [r["q1"] for r in rs], [r["q3"] for r in rs],
+                                 alpha=0.15, color=line.get_color())
+            if predicted:
+                axes[0].plot(batches, [r["predicted"] for r in rs], "s:",
+                             label=f"predicted, T={temp:g}, gamma {gamma}")
+    for gamma in gammas:
+        axes[1].plot(batches, [costs[gamma, B][0] for B in batches], "o-",
+                     label=f"v_B({gamma}): {gamma + 1} tokens vs 1")
+    axes[0].axhline(1, color="gray", lw=0.8)
+    axes[0].set(xscale="log", xlabel="batch size", ylabel="speedup over AR",
+                title="speculative / AR (median, quartiles)")
+    axes[1].set(xscale="log", xlabel="batch size", ylabel="cost ratio",
+                title="verification cost v_B")
+    for ax in axes:
+        ax.set_xticks(batches, [str(B) for B in batches])
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,10 @@ def test_chi2_pvalue_matches_scipy_and_pools_small_cells():
         checks.chi2_pvalue([1, 2], [0.5, 0.4])
     with pytest.raises(ValueError, match="differ"):
         checks.chi2_pvalue([1, 2, 3], [0.5, 0.5])
+    for counts, probs in (([-1, 5], [0.5, 0.5]), ([float("nan"), 3], [0.5, 0.5]),
+                          ([3, 5], [1.5, -0.5])):  # each read as a p-value before
+        with pytest.raises(ValueError, match=">= 0"):
+            checks.chi2_pvalue(counts, probs)
 
 
 def test_chi2_pvalue_spends_a_degree_of_freedom_per_fitted_parameter():

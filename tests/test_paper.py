@@ -44,3 +44,10 @@ def test_a_model_drafter_chain_is_the_same_as_the_draft_model(pair):
                                   temperature=1.0, seed=7)
     assert res.tokens == speculative_decoding(target, draft, ids, 24, 6, seed=7)
     assert {0, 6} <= {s.accepted for s in res.steps}
+
+
+@pytest.mark.parametrize("gamma, n", [(0, 4), (-1, 4), (2.5, 4), (2, -1)])
+def test_bad_gamma_or_length_is_a_value_error_naming_it(pair, gamma, n):
+    """gamma < 1 once read p[-gamma - 1:] past the guesses; now each is named."""
+    with pytest.raises(ValueError, match="gamma" if n >= 0 else "max_new_tokens"):
+        speculative_decoding(*pair, ms.encode("def "), n, gamma)

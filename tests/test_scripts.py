@@ -158,14 +158,17 @@ def test_predicted_speedup_with_prefill_known_answer(script):
     assert predicted_speedup(0.8, 4, 0.1, 1.0, 100, prefill=1e9) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_batching_benchmark_smoke(script, capsys):
-    """benchmarks/batching.py runs end to end on a tiny setting, and every row equals autoregressive
-    decoding."""
+def test_batching_benchmark_smoke(script, capsys, tmp_path):
+    """benchmarks/batching.py runs end to end on a tiny setting, every row equals autoregressive
+    decoding, and its plot is written."""
+    png = tmp_path / "batching.png"
     script("batching").main(["--prompts", "3", "--max-new-tokens", "4", "--batches", "1", "2",
-                             "--gammas", "2", "--repeats", "1", "--temperatures", "0"])
+                             "--gammas", "2", "--repeats", "1", "--temperatures", "0",
+                             "--plot", str(png)])
     out = capsys.readouterr().out.splitlines()
     rows = [line for line in out if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 2 and all(line.rstrip().endswith("| 0 |") for line in rows)  # != AR: none
+    assert png.stat().st_size > 1000
 
 
 def test_eagle3_experiment_smoke(script, capsys):

@@ -25,6 +25,16 @@ def test_expected_tokens_is_the_mean_of_the_truncated_geometric(alpha, gamma):
     assert ms.accepted_pmf(alpha, gamma) == pytest.approx(pmf, rel=1e-12, abs=1e-15)
 
 
+def test_expected_tokens_and_speedup_take_a_tensor_of_alphas():
+    """A tensor of alphas (a curve to plot) gives the same values as one number at a time,
+    alpha = 1 included."""
+    alphas = torch.tensor([0.0, 0.3, 0.9, 1.0], dtype=torch.float64)
+    for f in (lambda a: ms.expected_tokens(a, 4), lambda a: ms.speedup(a, 4, 0.1, 1.2)):
+        got = f(alphas)
+        assert got.shape == (4,)
+        assert got.tolist() == pytest.approx([f(float(a)) for a in alphas], rel=1e-12)
+
+
 def test_expected_tokens_known_answers():
     """alpha 0: only the target's token (1); alpha 1: all gamma drafts + bonus (gamma + 1);
     alpha 0.5, gamma 2: 1 + 0.5 + 0.25 = 1.75."""

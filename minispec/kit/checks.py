@@ -27,6 +27,8 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
     if counts.shape != p.shape:
         raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(p.shape)} differ")
+    if not ((counts >= 0).all() and (p >= 0).all()):  # False for nan too
+        raise ValueError("counts and expected probabilities must be numbers >= 0")
     if abs(float(p.sum()) - 1) > 1e-6:
         raise ValueError(f"expected probabilities must sum to 1, got {float(p.sum()):.6f}")
     if (counts[p <= 1e-12] > 0).any():

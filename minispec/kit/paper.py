@@ -15,7 +15,7 @@ Example: speculative_decoding(load_model("target"), load_model("draft"), encode(
 """
 import torch
 
-from ..sampling import probs
+from ..sampling import probs, whole
 
 
 @torch.no_grad()
@@ -51,6 +51,8 @@ def speculative_decoding_step(M_p, M_q, prefix, gamma, generator, temperature=1.
 def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temperature=1.0,
                          top_k=None, top_p=None):
     """SpeculativeDecodingStep until max_new_tokens new tokens -> the new tokens (a list of ids)."""
+    whole(gamma, "gamma")
+    whole(max_new_tokens, "max_new_tokens", low=0)
     generator = torch.Generator().manual_seed(seed)
     out = list(prefix)
     while len(out) < len(prefix) + max_new_tokens:

@@ -21,7 +21,9 @@ def acceptance_rate(p, q):
 
 def expected_tokens(alpha, gamma):
     """E[tokens per target call] = E[drafts kept] + 1 = (1 - alpha^(gamma+1)) / (1 - alpha);
-    gamma + 1 at alpha = 1."""
+    gamma + 1 at alpha = 1. alpha: a number, or a tensor of them (elementwise)."""
+    if torch.is_tensor(alpha) and alpha.dim() > 0:
+        return torch.where(alpha >= 1, gamma + 1.0, (1 - alpha ** (gamma + 1)) / (1 - alpha))
     return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
