@@ -95,7 +95,7 @@ def check_prompt(model, ids, max_new_tokens, crop_prompt):
     V, block = model.config.vocab_size, model.config.block_size
     if isinstance(ids, numbers.Number):
         raise ValueError(f"ids must be a list of token ids, got {ids!r}")
-    ids = ids.flatten().tolist() if torch.is_tensor(ids) else list(ids)
+    ids = ids.flatten().tolist() if torch.is_tensor(ids) and ids.dim() < 3 else list(ids)
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts
         raise ValueError("ids must be token ids, not text: use minispec.encode(text) (a batch: a "
                          "list of encoded prompts)")

@@ -40,7 +40,7 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
         logits = logits.float()  # softmax in at least float32 (float64 models stay float64)
     if temperature == 0:  # greedy: one-hot on the argmax (ties: the lowest id)
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
-    logits = logits / temperature
+    logits = (logits - logits.amax(-1, keepdim=True)) / temperature  # max first: no overflow
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (..., 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -52,12 +52,11 @@ def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=N
 def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, temperature=0.0,
                          top_k=None, top_p=None, seed=0, eos_token=None, crop_prompt=False,
                          rule=multi_draft_accept):
-    """`drafter` (a GPT, or any Drafter, e.g. load_drafter("hydra", target)) drafts, `target`
-    verifies.
+    """`drafter` (a GPT, or any Drafter: load_drafter(name, target)) drafts, `target` verifies.
 
     ids: a prompt, or a list of prompts (minispec.batch.loop: the drafters that batch).
-    gamma: drafted tokens the target scores per call (chain length, or tree nodes); an int, or a
-        draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
+    gamma: drafted tokens the target scores per call (chain length, or tree nodes: at most
+        block_size); an int, or a draft-length policy from minispec.adaptive (e.g. Heuristic(4)).
     temperature 0: output identical to generate(target, ...). temperature > 0: lossless,
         distributed exactly as generate's. rule: the per-node sampling rule (typical_accept is
         lossy). In float32 a forward over many tokens may round differently from one over a
@@ -81,8 +80,9 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     calls = drafter.calls  # the drafter's forward passes before this prompt
     t0 = time.perf_counter()
     while (left := tokens_left(prompt, context, max_new_tokens, eos_token)) > 0:
-        # 1. draft: at most gamma tokens, none deeper than the tokens wanted besides the target's
-        tree = drafter.draft(context, policy.gamma, temperature, top_k, top_p, g, depth=left - 1)
+        # 1. draft: at most gamma tokens (block_size: the cache's room), at most left - 1 deep
+        k = min(policy.gamma, target.config.block_size)
+        tree = drafter.draft(context, k, temperature, top_k, top_p, g, depth=left - 1)
         # 2. one target call: p at the root (row -N-1) and after each of the N nodes
         hidden, logits = drafter.score(target, cache, context, tree)  # (T, C), (T, V)
         p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V)

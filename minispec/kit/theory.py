@@ -20,11 +20,9 @@ def acceptance_rate(p, q):
 
 
 def expected_tokens(alpha, gamma):
-    """E[tokens per target call] = E[drafts kept] + 1 = (1 - alpha^(gamma+1)) / (1 - alpha);
-    gamma + 1 at alpha = 1. alpha: a number, or a tensor of them (elementwise)."""
-    if torch.is_tensor(alpha) and alpha.dim() > 0:
-        return torch.where(alpha >= 1, gamma + 1.0, (1 - alpha ** (gamma + 1)) / (1 - alpha))
-    return gamma + 1.0 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    """E[tokens per target call] = E[drafts kept] + 1 = sum_{k=0}^gamma alpha^k, that is
+    (1 - alpha^(gamma+1)) / (1 - alpha) below alpha = 1; alpha: a number or a tensor of them."""
+    return sum(alpha ** k for k in range(gamma + 1))
 
 
 def accepted_pmf(alpha, gamma):

@@ -190,5 +190,27 @@ def global_rng(target, draft, context, cache, gamma, generator, temperature=1.0,
     return solution_round(target, draft, context, cache, gamma, None, temperature, top_k, top_p)
 
 
+def reject_all_sampled(target, draft, context, cache, gamma, generator, temperature=1.0,
+                       top_k=None, top_p=None):
+    """Wrong (found by a review): right at temperature 0, but at T > 0 it keeps no draft: one
+    target call, the cache cropped to the context, one token from p at the root. Its law is the
+    target's (a round that rejects everything is trivially lossless), its rounds one token each."""
+    if temperature == 0:
+        return solution_round(target, draft, context, cache, gamma, generator, temperature, top_k,
+                              top_p)
+    new = context[cache.length:] + [0] * gamma
+    p = ms.probs(target(torch.tensor([new]), cache)[0, -gamma - 1], temperature, top_k, top_p)
+    cache.crop(len(context))
+    return [ms.sample(p, generator)]
+
+
+def no_bonus_sampled(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                     top_p=None):
+    """Wrong (found by a review): no_bonus, but only at T > 0, where the greedy check cannot see
+    it."""
+    round_fn = solution_round if temperature == 0 else no_bonus
+    return round_fn(target, draft, context, cache, gamma, generator, temperature, top_k, top_p)
+
+
 more_wrong_round = [no_rollback, p_off_by_one, bonus_wrong_row, raw_p, greedy_draft_soft_q,
-                    no_cache, no_bonus, no_top_p, global_rng]
+                    no_cache, no_bonus, no_top_p, global_rng, reject_all_sampled, no_bonus_sampled]
