@@ -93,7 +93,7 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
 def check_prompt(model, ids, max_new_tokens, crop_prompt):
     """One prompt -> a list of ints (its end only, if crop_prompt and too long)."""
     V, block = model.config.vocab_size, model.config.block_size
-    if isinstance(ids, numbers.Number):
+    if ids is None or isinstance(ids, numbers.Number):
         raise ValueError(f"ids must be a list of token ids, got {ids!r}")
     ids = ids.flatten().tolist() if torch.is_tensor(ids) and ids.dim() < 3 else list(ids)
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts

@@ -47,7 +47,8 @@ def test_more_children_than_the_vocabulary_at_temperature_0(byte_pair):
                                         ([1, math.inf], "token ids must be integers"),
                                         ([1, math.nan], "token ids must be integers"),
                                         ([1, 2.5], "token ids must be integers"),
-                                        (5, "ids must be a list of token ids")])
+                                        (5, "ids must be a list of token ids"),
+                                        (None, "ids must be a list of token ids")])
 def test_prompt_ids_that_are_not_integers_raise_value_error(byte_pair, ids, match):
     target, draft = byte_pair
     for call in (lambda: ms.generate(target, ids, 4),
