@@ -68,3 +68,18 @@ def test_exercise_check_accepts_the_solution_and_rejects_a_wrong_answer(path, la
     def stub(*args, **kwargs):
         raise NotImplementedError("your code here")
     assert namespace["check"](stub) is False  # the unsolved stub is "not solved yet", not an error
+
+
+@pytest.mark.parametrize("path, label", EXERCISES,
+                         ids=[p.stem + (f":{label}" if label else "") for p, label in EXERCISES])
+def test_an_answer_that_returns_none_is_told_so(path, label):
+    """A body written without its `return` gives None: the check rejects it with an
+    AssertionError that names the problem (here: a None, or notebook 00's forwards never run),
+    not a TypeError from deep inside the check."""
+    namespace = {}
+    exec(compile(check_cells(path)[label], f"{path.name}: check cell {label}", "exec"), namespace)
+
+    def returns_none(*args, **kwargs):
+        return None
+    with pytest.raises(AssertionError):
+        namespace["check"](returns_none)
