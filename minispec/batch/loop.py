@@ -99,7 +99,8 @@ def batched(drafter, rows, size=None):
     own = isinstance(drafter, ModelDrafter) and type(drafter).draft is ModelDrafter.draft
     if own and drafter.branching is None:  # a subclass that drafts its own way drafts alone
         return Chains(drafter, rows, size)
-    if isinstance(drafter, PromptLookupDrafter):
+    lookup = type(drafter).draft is PromptLookupDrafter.draft  # a subclass's own may draft a tree
+    if isinstance(drafter, PromptLookupDrafter) and lookup:
         return Lookups(drafter, rows, size)
     if isinstance(drafter, FallbackDrafter):
         return Fallbacks(drafter, rows, size)

@@ -70,6 +70,8 @@ def from_hf(hf):
             ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
             ("tie_word_embeddings", True)]  # minispec's GPT has one matrix for wte and lm_head
     odd = {k: getattr(c, k) for k, ok in ours if getattr(c, k) != ok}
+    if odd.get("n_inner") == 4 * c.n_embd:  # the width None stands for, given explicitly
+        del odd["n_inner"]
     if odd:
         raise ValueError(f"this GPT-2 variant differs from minispec's architecture: {odd}")
     config = GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, n_layer=c.n_layer,

@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..model import KVCache
+from ..sampling import whole
 from .linear import Linear
 
 
@@ -38,6 +39,13 @@ class LlamaConfig:
     n_hidden: int = 1536        # SwiGLU's inner width
     rope_base: float = 100000.0  # RoPE's base b: pair i turns at b^(-2i/hs) radians a position
     norm_eps: float = 1e-5      # RMSNorm's epsilon
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd"):
+            whole(getattr(self, name), name)
+        if self.n_head % self.n_kv_head or self.n_embd % self.n_head:
+            raise ValueError(f"need n_kv_head | n_head | n_embd, got {self.n_kv_head}, "
+                             f"{self.n_head}, {self.n_embd}")
 
 
 class RMSNorm(nn.Module):

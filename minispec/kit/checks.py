@@ -7,7 +7,9 @@
   * `repeated_share(prompt, tokens)`: how much of a continuation repeats text seen before it (greedy
     text from these tiny models loops, and a loop is easy to draft).
 """
+import contextlib
 import itertools
+from unittest import mock
 
 import torch
 
@@ -18,10 +20,10 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     """p-value of Pearson's chi-square test that `counts` were drawn from `expected_probs`.
 
     A cell with probability 0 must never be observed (if one is, the p-value is 0). Cells expecting
-    fewer than `min_expected` counts are pooled into one, so that the chi-square approximation
-    holds. The p-value is P(X^2 with df degrees >= stat) = Q(df / 2, stat / 2), the regularized
-    upper incomplete gamma function, with df = cells - 1 - fitted: each parameter of the law
-    fitted to these same counts spends a degree of freedom.
+    fewer than `min_expected` counts are pooled into one (with the rarest other cell if the pool
+    still expects fewer), so that the chi-square approximation holds. The p-value is
+    P(X^2 with df degrees >= stat) = Q(df / 2, stat / 2), the regularized upper incomplete gamma
+    function, df = cells - 1 - fitted: a parameter fitted to these counts spends a degree.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
@@ -34,9 +36,10 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     if (counts[p <= 1e-12] > 0).any():
         return 0.0
     counts, p = counts[p > 1e-12], p[p > 1e-12]
-    n = counts.sum()
-    expected = p / p.sum() * n
+    expected = p / p.sum() * counts.sum()
     small = expected < min_expected
+    if small.any() and expected[small].sum() < min_expected:  # the pool still expects too few
+        small[expected.masked_fill(small, float("inf")).argmin()] = True  # add the rarest other
     if small.any():
         counts = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
         expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
@@ -68,16 +71,39 @@ class _Coin:
     __gt__ = __ge__
 
 
+# other ways to draw a token or a coin (a model's initialization, randn and uniform_, stays free)
+OTHER_DRAWS = [(torch, "randint"), (torch, "randperm"), (torch, "bernoulli"), (torch, "rand_like"),
+               (torch.Tensor, "multinomial"), (torch.Tensor, "exponential_"),
+               (torch.Tensor, "bernoulli_"), (torch.Tensor, "random_")]
+
+
 def exact_law(fn):
+    """enumerate_draws(fn), with OTHER_DRAWS raising NotImplementedError while fn runs: their
+    randomness would hide from the enumeration (and its law would be wrong, silently)."""
+    with contextlib.ExitStack() as refusals:
+        for owner, name in OTHER_DRAWS:
+            stand_in = refused(f"{owner.__name__}.{name}")
+            refusals.enter_context(mock.patch.object(owner, name, stand_in))
+        return enumerate_draws(fn)
+
+
+def refused(name):
+    """A stand-in for a draw that exact_law cannot enumerate: calling it raises."""
+    def draw(*args, **kwargs):
+        raise NotImplementedError(f"exact_law: {name}; draw with torch.multinomial(p, n) or "
+                                  "torch.rand(()) < a")
+    return draw
+
+
+def enumerate_draws(fn):
     """The exact law of fn()'s (hashable) result: {result: probability} in float64.
 
     fn is the package's own code, run once per outcome of its random draws: every draw of
     torch.multinomial(p, n, replacement) and every comparison `torch.rand(()) < a` is a branch
     point, explored depth first with its probability (p / p.sum(), or a and 1 - a). Draws without
     replacement zero each drawn id's weight for the next draw (and, as torch does, raise if fewer
-    than n ids have weight). Any other use of the generator fails loudly (the patched functions
-    return no tensor to draw from). Keep the vocabulary and the length tiny: the work grows as
-    the number of outcomes.
+    than n ids have weight). torch.rand of another size fails loudly (exact_law refuses the other
+    draws). Keep the vocabulary and the length tiny: the work grows as the number of outcomes.
     """
     law, todo = {}, [[]]
     real = torch.rand, torch.multinomial

@@ -30,8 +30,7 @@ def paired(base, method, repeats=3):
     """Run base() and method() alternately `repeats` times -> (base's result, method's result,
     base's best time, method's best time); their ratio is the speedup. Both must be deterministic
     (fixed seeds)."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    repeats = whole(repeats, "repeats")
     t_base, t_method = [], []
     for _ in range(repeats):
         b, t = timed(base)
@@ -137,6 +136,8 @@ def metered(target, drafter, new_tokens, gamma, temperature=1.0):
     each once a round; score is the verification call), the whole decode's seconds, rounds and
     tokens. It wraps this drafter object's two methods: meter a fresh drafter for each race."""
     from minispec import speculative_generate
+    from minispec.drafters import as_drafter
+    drafter = as_drafter(drafter, target)  # a GPT becomes a ModelDrafter, as the loop would make it
     spent = dict(draft=0.0, score=0.0, seconds=0.0, rounds=0, tokens=0)
 
     def wrap(part, fn):

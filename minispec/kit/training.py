@@ -137,7 +137,7 @@ class RoundLogger(ModelDrafter):
                 label = float(int(p[d].argmax()) == x)
             else:  # tree.q[d - 1]: the q node d was drawn from
                 label = min(1.0, float(p[d, x] / tree.q[d - 1].double()[x]))
-            self.rows.append((stop_features(q_logits[d], x), label, d))
+            self.rows.append((stop_features(q_logits[d], x).cpu(), label, d))
 
 
 def acceptance_rows(target, draft, prompts, temperature, new_tokens=64, gamma=8):

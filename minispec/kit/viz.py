@@ -34,8 +34,8 @@ def drafted(step):
 
 def trace_segments(steps, show_rejected=True, decode=decode):
     """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind:
-    accepted (a kept draft), rejected (a discarded draft, struck through), correction (the
-    target's token after a rejection), bonus (its free token after a fully kept draft).
+    accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's
+    token after a rejection or an empty draft), bonus (its free token after a fully kept draft).
     ansi_trace (terminal), html_trace and plot_trace color them alike. decode: ids -> text."""
     out = []
     for s in steps:

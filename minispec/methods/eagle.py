@@ -71,6 +71,9 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head, branching=None, width=None, score_temperature=1.0, replacement=True):
         branching, width = check_tree_options(branching, width, score_temperature, replacement)
+        if not hasattr(head, "target"):
+            raise ValueError(f"head must be an EAGLE head (load_eagle(target)), got "
+                             f"{type(head).__name__}")
         self.replacement = replacement
         self.head = head
         self.model = head.target[0]

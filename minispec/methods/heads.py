@@ -93,6 +93,9 @@ class HeadDrafter(Drafter):
     has no hidden state yet and drafts nothing. Example: HeadDrafter(load_heads(target, "hydra"))"""
 
     def __init__(self, heads, tree=None):
+        if not isinstance(heads, MedusaHeads):
+            raise ValueError(f"heads must be MedusaHeads (load_heads(target, 'medusa' or "
+                             f"'hydra')), got {type(heads).__name__}")
         n, V = len(heads.res), heads.target[0].config.vocab_size
         if tree is not None:
             try:  # each path a tuple of whole ranks (a list or an array would not hash)
@@ -122,13 +125,14 @@ class HeadDrafter(Drafter):
         accuracy = self.heads.accuracy or [[1.0]] * len(self.heads.res)
         ranks = [path[:depth] for path in self.tree or medusa_tree(accuracy, gamma)]
         R = 1 + max(max(r) for r in ranks)  # guesses needed per head
-        self.calls += 1
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before
+            self.calls += 1
             top = self.heads(self.h).topk(R, -1).indices.tolist()  # (K, R)
             return Tree.from_paths([[top[d][r] for d, r in enumerate(p)] for p in ranks], gamma)
         z = {(): self.h}  # rank prefix -> the z its children read
         tokens = {(): [context[-1]]}  # rank prefix -> the root token and its path of guesses
         for d in range(max(map(len, ranks))):  # one batched head call per depth
+            self.calls += 1
             level = sorted({path[:d] for path in ranks if len(path) > d})
             prev = [tokens[pre][-1] for pre in level]
             zs = self.heads.advance(torch.stack([z[pre] for pre in level]), d, prev)

@@ -33,7 +33,7 @@ FEATURES = ("max_prob", "entropy", "token_prob")  # f_i, in this order
 def stop_features(logits, token):
     """The draft's logits (V,) at a step and the token it drafted -> f (3,): its max softmax
     probability, the softmax's entropy (nats) and the drafted token's probability, at T = 1."""
-    logp = torch.log_softmax(logits.detach().float().cpu(), -1)  # (V,)
+    logp = torch.log_softmax(logits.detach().float(), -1)  # (V,) on the logits' device, as the head
     p = logp.exp()
     entropy = -(p * logp).sum()
     return torch.stack([p.max(), entropy, p[token]])
