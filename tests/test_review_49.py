@@ -133,3 +133,27 @@ def test_from_hf_takes_an_explicit_n_inner_of_four_widths():
     with pytest.raises(ValueError, match="n_inner"):
         from_hf(transformers.GPT2LMHeadModel(transformers.GPT2Config(
             n_embd=32, n_layer=1, n_head=2, n_positions=16, vocab_size=50, n_inner=96)))
+
+
+@pytest.mark.parametrize("kind", ["early_exit", "layer_skip"])
+@pytest.mark.parametrize("threshold", ["0.5", True])
+def test_a_threshold_that_is_not_a_number_is_named(kind, threshold):
+    """A string threshold raised a TypeError from `0 <= threshold`."""
+    target = ms.load_model("target")
+    with pytest.raises(ValueError, match="threshold must be a number"):
+        ms.load_drafter(kind, target, threshold=threshold)
+
+
+def test_a_loader_given_another_methods_file_names_it():
+    """load_heads on EAGLE's file raised KeyError 'n_heads'; load_eagle on Medusa's a RuntimeError
+    listing missing keys; load_stop_head on Medusa's KeyError 'features'."""
+    from minispec.methods.eagle import load_eagle
+    from minispec.methods.learned_stop import load_stop_head
+    from minispec.model import WEIGHTS_DIR
+    target = ms.load_model("target")
+    with pytest.raises(ValueError, match="holds no Medusa or Hydra heads"):
+        ms.load_heads(target, str(WEIGHTS_DIR / "eagle_head.pt"))
+    with pytest.raises(ValueError, match="another method's file"):
+        load_eagle(target, WEIGHTS_DIR / "medusa_heads.pt")
+    with pytest.raises(ValueError, match="was fitted on features"):
+        load_stop_head(WEIGHTS_DIR / "medusa_heads.pt")

@@ -5,6 +5,8 @@ q = softmax(head(ln_f(h_k))), on the loop's ONE KV cache; `score` reuses the dra
 blocks 1..k and their h_k, and runs only blocks k+1..N: nothing is computed twice. The target is
 trained with an early-exit loss so that exit k is a usable model (scripts/train.py).
 """
+import numbers
+
 import torch
 
 from ..drafters import Drafter, pick, unsure
@@ -24,8 +26,9 @@ class EarlyExitDrafter(Drafter):
         if whole(k, "exit layer k") > N - 1:
             raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, "
                              f"got {k}")
-        if threshold is not None and not 0 <= threshold <= 1:
-            raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
+        number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
+        if threshold is not None and not (number and 0 <= threshold <= 1):
+            raise ValueError(f"threshold must be a number in [0, 1] or None, got {threshold!r}")
         self.model = model
         self.k = int(k)
         self.threshold = threshold

@@ -57,6 +57,8 @@ def load_heads(model, name="medusa"):
         raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give "
                          "a saved file's path")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if "n_heads" not in ckpt:
+        raise ValueError(f"{path.name} holds no Medusa or Hydra heads (another method's file?)")
     heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
     return fit(heads, ckpt, path)
 
@@ -65,6 +67,9 @@ def fit(head, ckpt, path):
     """A trained head's weights (fp16 on disk) copied into `head`, in its target's dtype; a target
     of another shape than the one it was trained for -> ValueError naming a tensor that differs."""
     own = head.state_dict()
+    if set(ckpt.get("state_dict", {})) != set(own):
+        raise ValueError(f"{Path(path).name} does not hold a {type(head).__name__}'s weights "
+                         "(another method's file?)")
     for name, w in ckpt["state_dict"].items():
         if name in own and own[name].shape != w.shape:
             raise ValueError(f"{Path(path).name} was trained for a target of another shape: its "

@@ -62,8 +62,9 @@ def load_stop_head(path=None):
         raise ValueError(f"no acceptance head at {path}: give a saved file's path, or None for "
                          "the shipped head")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if tuple(ckpt["features"]) != FEATURES:
-        raise ValueError(f"{path} was fitted on features {ckpt['features']}, not {FEATURES}")
+    features = tuple(ckpt.get("features", ()))  # () in another method's file
+    if features != FEATURES:
+        raise ValueError(f"{path} was fitted on features {features}, not {FEATURES}")
     head = AcceptanceHead()
     head.load_state_dict({k: v.float() for k, v in ckpt["state_dict"].items()})
     return head.requires_grad_(False).eval()
