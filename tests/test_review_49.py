@@ -157,3 +157,16 @@ def test_a_loader_given_another_methods_file_names_it():
         load_eagle(target, WEIGHTS_DIR / "medusa_heads.pt")
     with pytest.raises(ValueError, match="was fitted on features"):
         load_stop_head(WEIGHTS_DIR / "medusa_heads.pt")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda t: checks.target_law(t, [], 1), "at least one token id"),
+    (lambda t: checks.target_law(t, [1, 999], 1), "token id in"),
+    (lambda t: checks.target_law(t, [1], 0), "m \\(the tokens enumerated\\)"),
+    (lambda t: checks.repeated_share([1, 2], [3], n=0), "n \\(the n-gram length\\)")])
+def test_checks_name_bad_arguments(byte_pair, call, match):
+    """target_law raised a RuntimeError (a float index tensor) or an IndexError; repeated_share
+    with n=0 returned 1.0."""
+    target, _ = byte_pair
+    with pytest.raises(ValueError, match=match):
+        call(target)

@@ -13,7 +13,7 @@ from unittest import mock
 
 import torch
 
-from ..sampling import probs
+from ..sampling import probs, whole
 
 
 def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
@@ -161,7 +161,9 @@ def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
     """P(x_1..x_m | prompt) of plain sampling from `model`, every sequence enumerated: a (V,) * m
     float64 tensor. Each factor is `probs` of the model's own logits (float64), as `generate`
     samples from."""
-    V = model.config.vocab_size
+    V, m = model.config.vocab_size, whole(m, "m (the tokens enumerated)")
+    if len(prompt) == 0 or not all(0 <= int(t) < V for t in prompt):
+        raise ValueError(f"the prompt must be at least one token id in [0, {V}), got {prompt!r}")
     seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # (V^m, m)
     x = torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs], 1)
     p = probs(model(x)[:, len(prompt) - 1:-1].double(), temperature, top_k, top_p)  # (V^m, m, V)
@@ -173,6 +175,7 @@ def repeated_share(prompt, tokens, n=4):
     the output): 0 for fresh text, near 1 for a loop."""
     if not tokens:
         raise ValueError("repeated_share needs at least one new token")
+    n = whole(n, "n (the n-gram length)")
     seq, hits = list(prompt) + list(tokens), 0
     seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
     for t in range(len(prompt), len(seq)):
