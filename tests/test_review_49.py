@@ -170,3 +170,14 @@ def test_checks_name_bad_arguments(byte_pair, call, match):
     target, _ = byte_pair
     with pytest.raises(ValueError, match=match):
         call(target)
+
+
+@pytest.mark.parametrize("layers", [1, (0.5, 1)])
+def test_eagle_llama_head_names_bad_layer_indices(layers):
+    """layers=1 raised TypeError (no len), (0.5, 1) a TypeError later, at the first forward."""
+    from minispec.bridge.llama import Llama, LlamaConfig
+    from minispec.methods.eagle_llama import EagleLlamaHead
+    config = LlamaConfig(vocab_size=64, block_size=32, n_layer=3, n_head=2, n_kv_head=1, n_embd=16,
+                         n_hidden=32)
+    with pytest.raises(ValueError, match="layers must be two blocks"):
+        EagleLlamaHead(Llama(config), keep=torch.arange(8), layers=layers)

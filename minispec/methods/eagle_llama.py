@@ -48,7 +48,8 @@ class EagleLlamaHead(nn.Module):
     def __init__(self, target, keep, layers=(2, 15)):
         super().__init__()
         c, C = target.config, target.config.n_embd
-        if len(layers) != 2 or not 0 <= min(layers) <= max(layers) < c.n_layer:
+        whole_ids = isinstance(layers, (tuple, list)) and all(isinstance(i, int) for i in layers)
+        if not whole_ids or len(layers) != 2 or not 0 <= min(layers) <= max(layers) < c.n_layer:
             raise ValueError(f"layers must be two blocks of the target (0..{c.n_layer - 1}), "
                              f"got {layers}")
         keep = torch.as_tensor(keep, dtype=torch.long)
