@@ -14,6 +14,13 @@ from ..sampling import whole
 from ..tree import Tree
 
 
+def check_threshold(threshold):
+    """The confidence stop's threshold: None, or a number in [0, 1]; else a ValueError."""
+    number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
+    if threshold is not None and not (number and 0 <= threshold <= 1):
+        raise ValueError(f"threshold must be a number in [0, 1] or None, got {threshold!r}")
+
+
 class EarlyExitDrafter(Drafter):
     """Draft with the target's first k blocks. threshold: end a round after the first draft whose
     exit-k max softmax is below it (the confidence stop of Draft & Verify, Zhang et al. 2024, who
@@ -26,9 +33,7 @@ class EarlyExitDrafter(Drafter):
         if whole(k, "exit layer k") > N - 1:
             raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, "
                              f"got {k}")
-        number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
-        if threshold is not None and not (number and 0 <= threshold <= 1):
-            raise ValueError(f"threshold must be a number in [0, 1] or None, got {threshold!r}")
+        check_threshold(threshold)
         self.model = model
         self.k = int(k)
         self.threshold = threshold

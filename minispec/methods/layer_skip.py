@@ -20,14 +20,12 @@ h_s. The draft's own entries in the blocks it runs after s (from an h that skipp
 overwritten by that call, which also fills the skipped blocks' entries: after every round each
 block holds the full model's keys and values for every position kept.
 """
-import numbers
-
 import torch
 
 from ..drafters import pick, unsure
 from ..sampling import whole
 from ..tree import Tree
-from .early_exit import EarlyExitDrafter
+from .early_exit import EarlyExitDrafter, check_threshold
 
 
 def speedup(a, gamma, skipped, n_layer):
@@ -136,9 +134,7 @@ class LayerSkipDrafter(EarlyExitDrafter):
         self.given = None if skip is None else check_skip(skip, N)
         if skip is None:
             check_search(N, max_skip, min_agreement)  # fail now, not at the first draft
-        number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
-        if threshold is not None and not (number and 0 <= threshold <= 1):
-            raise ValueError(f"threshold must be a number in [0, 1] or None, got {threshold!r}")
+        check_threshold(threshold)
         self.model = model
         self.max_skip = max_skip
         self.min_agreement = min_agreement
