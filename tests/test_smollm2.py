@@ -217,3 +217,23 @@ def test_self_drafting_at_long_context_equals_generate(smol, name, options):
     res = ms.speculative_generate(model, ms.load_drafter(name, model, **options), ids, 16, gamma=4)
     assert res.tokens == ms.generate(model, ids, 16).tokens
     assert 0 < res.stats.kept_fraction < 1  # drafts were kept, and not all (a window of 64)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_the_real_model_on_the_gpu(smol, prompts):
+    """model.to("cuda"): the packed kernel steps aside (its weight is not on the CPU), the cache
+    and RoPE's angles follow the weights, and the GPU's logits agree with the CPU's to float32
+    rounding; greedy lookup on the GPU equals the GPU's own generate, token for token."""
+    import copy
+    model, tok = smol
+    gpu = copy.deepcopy(model).to("cuda")
+    with torch.inference_mode():
+        x = torch.tensor([prompts[0]])
+        cpu_logits = model(x)[0, -1]
+        gpu_logits = gpu(x.to("cuda"))[0, -1].cpu()
+    assert (cpu_logits - gpu_logits).abs().max() < 1e-2 * cpu_logits.abs().max()
+    lookup = ms.load_drafter("lookup", gpu)
+    for ids in prompts:
+        ref = ms.generate(gpu, ids, 24, eos_token=tok.eos).tokens
+        out = ms.speculative_generate(gpu, lookup, ids, 24, gamma=8, eos_token=tok.eos)
+        assert out.tokens == ref
