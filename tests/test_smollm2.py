@@ -222,8 +222,9 @@ def test_self_drafting_at_long_context_equals_generate(smol, name, options):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_the_real_model_on_the_gpu(smol, prompts):
     """model.to("cuda"): the packed kernel steps aside (its weight is not on the CPU), the cache
-    and RoPE's angles follow the weights, and the GPU's logits agree with the CPU's to float32
-    rounding; greedy lookup on the GPU equals the GPU's own generate, token for token."""
+    and RoPE's angles follow the weights, and the GPU's logits agree with the CPU's (within 1% of
+    the largest logit; other kernels round differently); greedy lookup on the GPU equals the GPU's
+    own generate, token for token."""
     import copy
     model, tok = smol
     gpu = copy.deepcopy(model).to("cuda")
