@@ -1,5 +1,7 @@
 """minispec.kit.checks, which the notebooks and the tests share: the chi-square p-value against
 scipy's, pooling and impossible cells; the repeated n-gram share on known sequences."""
+import math
+
 import pytest
 import scipy.stats
 import torch
@@ -45,3 +47,13 @@ def test_repeated_share_known_answers():
     assert checks.repeated_share([1, 2], [1, 2, 1, 2], n=2) == 0.75
     with pytest.raises(ValueError, match="at least one"):
         checks.repeated_share([1, 2, 3], [])
+
+
+def test_pearson_is_what_chi2_pvalue_computes_when_nothing_is_pooled():
+    observed = torch.tensor([30.0, 50.0, 20.0], dtype=torch.float64)
+    law = torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
+    stat = float(((observed - 100 * law) ** 2 / (100 * law)).sum())  # 1.0 + 0 + 1.0
+    assert checks.pearson(observed, 100 * law) == pytest.approx(math.exp(-stat / 2))  # df 2
+    assert checks.chi2_pvalue(observed, law) == checks.pearson(observed, 100 * law)
+    with pytest.raises(ValueError, match="degree of freedom"):
+        checks.pearson(observed, 100 * law, fitted=2)

@@ -263,3 +263,16 @@ def test_call_costs_times_calls_on_several_models_in_turn(random_gpt, monkeypatc
     with pytest.raises(ValueError, match="context must be an integer >= 0"):
         timing.call_costs({"a": (draft, 1, -1)})
     assert list(timing.call_costs({"a": (draft, 2.0, 8.0)}, reps=1, warmup=0)) == ["a"]  # 2.0: 2
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: ms.accepted_pmf(0.5, -1), "gamma"),      # was [2.0]: a "law" summing to 2
+    (lambda: ms.expected_tokens(0.5, -2), "gamma"),   # was 0 tokens a call
+    (lambda: ms.expected_tokens(0.5, 2.5), "gamma"),  # was a TypeError from range
+    (lambda: ms.best_gamma(0.8, 0.1, max_gamma=0), "max_gamma"),  # was max() of nothing
+    (lambda: ms.best_gamma(0.8, 0.1, v=1.42), "function"),  # was a TypeError: 'float' not callable
+])
+def test_the_closed_forms_name_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+

@@ -21,9 +21,8 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
 
     A cell with probability 0 must never be observed (if one is, the p-value is 0). Cells expecting
     fewer than `min_expected` counts are pooled into one (with the rarest other cell if the pool
-    still expects fewer), so that the chi-square approximation holds. The p-value is
-    P(X^2 with df degrees >= stat) = Q(df / 2, stat / 2), the regularized upper incomplete gamma
-    function, df = cells - 1 - fitted: a parameter fitted to these counts spends a degree.
+    still expects fewer), so that the chi-square approximation holds; then `pearson` tests them
+    (fitted: parameters fitted to these counts, a degree of freedom each).
     """
     counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
@@ -43,12 +42,17 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     if small.any():
         counts = torch.cat([counts[~small], counts[small].sum(0, keepdim=True)])
         expected = torch.cat([expected[~small], expected[small].sum(0, keepdim=True)])
-    if len(counts) < 2:
-        return 1.0
-    if len(counts) - 1 - fitted < 1:
-        raise ValueError(f"{len(counts)} cells leave no degree of freedom after {fitted} fitted")
-    stat = ((counts - expected) ** 2 / expected).sum()
-    df = torch.tensor(len(counts) - 1 - fitted, dtype=torch.float64)
+    return 1.0 if len(counts) < 2 else pearson(counts, expected, fitted)
+
+
+def pearson(observed, expected, fitted=0):
+    """Pearson (1900): X^2 = sum_k (O_k - E_k)^2 / E_k over the cells, and its p-value
+    P(chi-square with df degrees >= X^2) = Q(df / 2, X^2 / 2), Q the regularized upper incomplete
+    gamma function, df = cells - 1 - fitted (float64 tensors of counts)."""
+    if len(observed) - 1 - fitted < 1:
+        raise ValueError(f"{len(observed)} cells leave no degree of freedom after {fitted} fitted")
+    stat = ((observed - expected) ** 2 / expected).sum()
+    df = torch.tensor(len(observed) - 1 - fitted, dtype=torch.float64)
     return float(torch.special.gammaincc(df / 2, stat / 2))
 
 

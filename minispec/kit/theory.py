@@ -8,6 +8,8 @@ c and v are measured on this machine with minispec.kit.timing.step_cost (noteboo
 """
 import torch
 
+from ..sampling import whole
+
 
 def tv_distance(p, q):
     """Total variation distance 0.5 * sum |p - q| (over the last dimension)."""
@@ -22,12 +24,13 @@ def acceptance_rate(p, q):
 def expected_tokens(alpha, gamma):
     """E[tokens per target call] = E[drafts kept] + 1 = sum_{k=0}^gamma alpha^k, that is
     (1 - alpha^(gamma+1)) / (1 - alpha) below alpha = 1; alpha: a number or a tensor of them."""
-    return sum(alpha ** k for k in range(gamma + 1))
+    return sum(alpha ** k for k in range(whole(gamma, "gamma", 0) + 1))
 
 
 def accepted_pmf(alpha, gamma):
     """P(n drafted tokens kept), n = 0..gamma, each kept independently with probability alpha:
     truncated geometric, alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
+    gamma = whole(gamma, "gamma", 0)
     return [alpha ** n * (1 - alpha) for n in range(gamma)] + [alpha ** gamma]
 
 
@@ -52,5 +55,7 @@ def speedup(alpha, gamma, c, v=1.0):
 
 def best_gamma(alpha, c, max_gamma=16, v=None):
     """The gamma in 1..max_gamma with the highest speedup; v(gamma): the verify cost (default 1)."""
-    gammas = range(1, max_gamma + 1)
+    if v is not None and not callable(v):
+        raise ValueError(f"v must be a function gamma -> verify cost (or None), got {v!r}")
+    gammas = range(1, whole(max_gamma, "max_gamma") + 1)
     return max(gammas, key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))
