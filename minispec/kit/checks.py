@@ -3,7 +3,8 @@
   * `exact_law(fn)`: the exact law of what fn() returns, by running the package's own code once per
     outcome of its random draws; `target_law`: the law of plain sampling from a model, enumerated.
     Lossless means the two are equal (float64).
-  * `chi2_pvalue(counts, probs)`: Pearson's chi-square test of counts against a law.
+  * `chi2_pvalue(counts, probs)`: Pearson's chi-square test of counts against a law (rare cells
+    pooled, then `pearson`).
   * `repeated_share(prompt, tokens)`: how much of a continuation repeats text seen before it (greedy
     text from these tiny models loops, and a loop is easy to draft).
 """
