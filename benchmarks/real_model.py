@@ -203,7 +203,7 @@ def main():
     ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
     ap.add_argument("--device", default="cpu",
                     help="e.g. cuda: SmolLM2 and the tiny target move there (the packed kernel is "
-                         "the CPU's: elsewhere Linear computes `columns`)")
+                         "the CPU's: elsewhere nn.Linear's product)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n, gamma = args.max_new_tokens, args.gamma

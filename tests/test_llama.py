@@ -180,6 +180,25 @@ def test_kernel_switches_for_the_block_only():
             pass
 
 
+def test_linear_off_the_cpu_computes_nn_linears_product(monkeypatch):
+    """Off the CPU (here a meta tensor, as on a GPU) the default is nn.Linear's forward, cuBLAS on
+    a GPU; kernel("columns") still computes columns there (figures/real_model_gpu.md)."""
+    calls = []
+
+    def spy(self, x):
+        calls.append(x.device.type)
+        return x[..., :self.out_features]
+
+    monkeypatch.setattr(torch.nn.Linear, "forward", spy)
+    ours = Linear(5, 3).to("meta")
+    x = torch.zeros(1, 2, 5, device="meta")
+    ours(x)
+    assert calls == ["meta"]
+    with kernel_named("columns"):
+        assert ours(x).shape == (1, 2, 3)
+    assert calls == ["meta"]  # columns did not call it
+
+
 def test_linear_refuses_a_bias():
     with pytest.raises(ValueError, match="no bias"):
         Linear(5, 7, bias=True)

@@ -13,6 +13,10 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs, against 9.7-12.0 with
   "columns"). The curve of a memory-bound model: the extra tokens reuse the weights already
   read, so 8 tokens cost 1.15-1.5 steps, not 8.
+Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
+shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
+one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
+is still there to choose).
 The packed copy is a second copy of the weights in memory (with SmolLM2 the resident memory grew
 by 526 MiB over its first decode, measured once by hand with psutil). Where oneDNN is missing, the
 weight is not float32 on the CPU, or autograd needs the product, Linear computes "columns", the
@@ -55,7 +59,7 @@ class Linear(nn.Linear):
         self._packed, self._packed_from = None, None
 
     def forward(self, x):
-        if _kernel == "torch":
+        if _kernel == "torch" or (_kernel == "packed" and x.device.type != "cpu"):  # a GPU: cuBLAS
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
         packed = self.packed_weight(x) if _kernel == "packed" else None
