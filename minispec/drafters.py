@@ -159,6 +159,9 @@ class PromptLookupDrafter(Drafter):
 
 def as_drafter(drafter, target):
     """A GPT becomes a ModelDrafter; anything else must be a Drafter of the target's vocabulary."""
+    if isinstance(target, Drafter) or not hasattr(target, "config"):  # the arguments swapped?
+        raise ValueError(f"the target must be a model, got a {type(target).__name__}: "
+                         "speculative_generate(target, drafter, ids, ...)")
     if isinstance(drafter, GPT):
         drafter = ModelDrafter(drafter)
     if not isinstance(drafter, Drafter):

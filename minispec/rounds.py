@@ -76,9 +76,6 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
     whole_seed = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)  # no None
     if not (whole_seed and -2**63 <= int(seed) < 2**64):  # what torch's manual_seed takes
         raise ValueError(f"seed must be an integer in [-2**63, 2**64), got {seed!r}")
-    for name, value in (("temperature", temperature), ("top_p", top_p)):
-        if not (value is None or isinstance(value, numbers.Real) or torch.is_tensor(value)):
-            raise ValueError(f"{name} must be a number, got {value!r}")
     check_sampling_args(temperature, top_k, top_p)
     V, block = model.config.vocab_size, model.config.block_size
     max_new_tokens = whole(max_new_tokens, "max_new_tokens")
@@ -99,14 +96,9 @@ def check_prompt(model, ids, max_new_tokens, crop_prompt):
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts
         raise ValueError("ids must be token ids, not text: use minispec.encode(text) (a batch: a "
                          "list of encoded prompts)")
-    bad = [i for i in ids if not (isinstance(i, numbers.Real) and float(i).is_integer())]
-    if bad:  # None, 2.5, nan, inf
-        raise ValueError(f"token ids must be integers, got {bad[0]!r}")
-    p = [int(i) for i in ids]
+    p = [whole(i, "each token id", 0, V) for i in ids]  # None, 2.5, nan, inf, -1, V: no
     if not p:
         raise ValueError("the prompt is empty: give at least one token id")
-    if not all(0 <= i < V for i in p):
-        raise ValueError(f"the prompt has ids outside [0, {V}): give token ids in that range")
     if len(p) + max_new_tokens > block and not crop_prompt:
         raise ValueError(f"prompt ({len(p)} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"block_size={block}; shorten it or pass crop_prompt=True to keep its end")

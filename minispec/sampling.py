@@ -4,27 +4,37 @@ Speculative sampling is lossless only if the draft token really was drawn from t
 verifier sees, so one function, `probs`, turns logits into the distribution sampled from,
 identically for target (p) and draft (q).
 """
+import numbers
+
 import torch
 import torch.nn.functional as F
 
 
-def whole(value, name, low=1):
-    """An integral number >= low (4, 4.0, numpy.int64(4)) as an int, else a ValueError naming it."""
+def whole(value, name, low=1, high=float("inf")):
+    """An integral number in [low, high) (4, 4.0, numpy.int64(4)) as an int, else a ValueError."""
     try:
-        ok = not isinstance(value, bool) and int(value) == value and value >= low
+        ok = not isinstance(value, bool) and int(value) == value and low <= value < high
     except (TypeError, ValueError, OverflowError):  # None, a string, nan, inf
         ok = False
     if not ok:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        span = f">= {low}" if high == float("inf") else f"in [{low}, {high})"
+        raise ValueError(f"{name} must be an integer {span}, got {value!r}")
     return int(value)
 
 
+def real(value, name):
+    """A number (a tensor too, if it holds one), else a ValueError naming it: None, "1": no."""
+    if not (isinstance(value, numbers.Real) or torch.is_tensor(value) and value.numel() == 1):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return value
+
+
 def check_sampling_args(temperature=1.0, top_k=None, top_p=None):
-    if temperature is None or not temperature >= 0:
+    if not real(temperature, "temperature") >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
     if top_k is not None:
         whole(top_k, "top_k (or None)")
-    if top_p is not None and not 0 < top_p <= 1:
+    if top_p is not None and not 0 < real(top_p, "top_p (or None)") <= 1:
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .sampling import probs, whole
+from .sampling import probs, real, whole
 
 
 @dataclass
@@ -119,7 +119,7 @@ def check_tree_options(branching, width, score_temperature, replacement=True):
         raise ValueError(f"tree options (width={width}, replacement={replacement}) need branching")
     if branching is not None and not (isinstance(branching, (tuple, list)) and branching):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching!r}")
-    if not score_temperature > 0:
+    if not real(score_temperature, "score_temperature") > 0:
         raise ValueError(f"score_temperature must be > 0, got {score_temperature}")
     width = None if width is None else whole(width, "width")
     return branching and tuple(whole(k, "every branching[d]") for k in branching), width

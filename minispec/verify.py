@@ -9,7 +9,7 @@ passes only then) or guessed (q None); p (V,) is the target's. All are lossless 
 """
 import torch
 
-from .sampling import sample
+from .sampling import sample, whole
 
 
 def accept_prob(p, q):
@@ -27,15 +27,14 @@ def residual(p, q):
     return torch.where(total > 0, r / total.clamp(min=1e-30), p)
 
 
-def _check(draft_tokens, p, q=None):
+def _check(draft_tokens, p, q=None):  # the shapes, or a ValueError; -> the drafts as ints
     g = len(draft_tokens)
     if p.dim() != 2 or p.shape[0] != g + 1:
         raise ValueError(f"p must have shape (gamma + 1, V) = ({g + 1}, V), got {tuple(p.shape)}")
     if q is not None and tuple(q.shape) != (g, p.shape[1]):
         raise ValueError(f"q must have shape (gamma, V) = ({g}, {p.shape[1]}), "
                          f"got {tuple(q.shape)}")
-    if not all(float(t).is_integer() and 0 <= t < p.shape[1] for t in draft_tokens):  # 1.7: no
-        raise ValueError(f"draft tokens must be ints in [0, {p.shape[1]}), got {draft_tokens}")
+    return [whole(t, "each draft token", 0, p.shape[1]) for t in draft_tokens]  # 1.7, None: no
 
 
 def greedy_accept(draft_tokens, p):
@@ -45,8 +44,7 @@ def greedy_accept(draft_tokens, p):
 
     Example: greedy_accept([2, 0], torch.eye(3)[[2, 1, 0]]) == (1, 1)
     """
-    _check(draft_tokens, p)
-    draft_tokens = [int(t) for t in draft_tokens]
+    draft_tokens = _check(draft_tokens, p)
     best = p.argmax(-1).tolist()  # the target's greedy choice after each prefix
     n = 0
     while n < len(draft_tokens) and draft_tokens[n] == best[n]:
@@ -60,8 +58,7 @@ def speculative_accept(draft_tokens, q, p, generator=None):
     Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2. Each emitted token is distributed
     exactly as p: P(keep, x) + P(reject) * residual(x) = min(p, q)(x) + (p - min(p, q))(x) = p(x).
     """
-    _check(draft_tokens, p, q)
-    draft_tokens = [int(t) for t in draft_tokens]
+    draft_tokens = _check(draft_tokens, p, q)
     for i, x in enumerate(draft_tokens):
         # Step 1: keep x with probability min(1, p/q): p == q keeps always (r < 1), p == 0 never.
         if torch.rand((), generator=generator) < accept_prob(p[i, x], q[i, x]):
@@ -84,9 +81,7 @@ def multi_draft_accept(candidates, q, p, generator=None, replacement=True):
     if p.dim() != 1 or (q is not None and q.shape != p.shape):
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
                          f"{None if q is None else tuple(q.shape)}")
-    if not all(float(c).is_integer() and 0 <= c < len(p) for c in candidates):  # 1.7: no
-        raise ValueError(f"candidates must lie in [0, {len(p)}) as ints, got {list(candidates)}")
-    candidates = [int(c) for c in candidates]
+    candidates = [whole(c, "each candidate", 0, len(p)) for c in candidates]  # 1.7, None: no
     if not replacement and len(set(candidates)) < len(candidates):
         raise ValueError(f"candidates drawn without replacement are distinct, got {candidates}")
     if q is None:  # deterministic guesses: draw x ~ p (the walk keeps a guess equal to it)

@@ -66,8 +66,8 @@ def test_every_shipped_drafter_decodes_on_the_gpu(target64, name):
 # --- item 5: bad input gets a ValueError that names it --------------------------------------------
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(ids=[100, 1.9]), "integers"),
-    (dict(ids=torch.tensor([100.0, 1.9])), "integers"),
+    (dict(ids=[100, 1.9]), "token id must be an integer"),
+    (dict(ids=torch.tensor([100.0, 1.9])), "token id must be an integer"),
     (dict(ids=["def", "import"]), "not text"),
     (dict(temperature="1"), "temperature"),
     (dict(top_p="0.5"), "top_p"),

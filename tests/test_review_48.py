@@ -43,7 +43,7 @@ def test_a_tree_larger_than_the_cache_room_is_cut_to_block_size(temperature):
 def test_a_prompt_tensor_of_three_dimensions_is_refused(byte_pair):
     """A (1, 2, 2) tensor was flattened into the one prompt [1, 2, 3, 4]."""
     target, _ = byte_pair
-    with pytest.raises(ValueError, match="token ids must be integers"):
+    with pytest.raises(ValueError, match="token id must be an integer"):
         ms.generate(target, torch.tensor([[[1, 2], [3, 4]]]), 5)
     assert ms.generate(target, torch.tensor([[1, 2, 3]]), 3).tokens == \
         ms.generate(target, [1, 2, 3], 3).tokens

@@ -281,7 +281,7 @@ def test_accept_rejects_bad_shapes(bad):
     elif bad == "q_shape":
         q, match = q[:1], "q must have shape"
     else:
-        draft, match = [0, 4], "draft tokens"
+        draft, match = [0, 4], r"each draft token must be an integer in \[0, 4\)"
     with pytest.raises(ValueError, match=match):
         ms.speculative_accept(draft, q, p)
     if bad != "q_shape":
@@ -339,7 +339,7 @@ def test_multi_draft_accept_rejects_bad_shapes():
     with pytest.raises(ValueError, match="shape"):
         ms.multi_draft_accept([0], torch.full((4,), 0.25), torch.full((5,), 0.2))
     for bad in ([-1], [0, 4]):  # -1 would silently index from the end
-        with pytest.raises(ValueError, match=r"candidates must lie in \[0, 4\)"):
+        with pytest.raises(ValueError, match=r"each candidate must be an integer in \[0, 4\)"):
             ms.multi_draft_accept(bad, torch.full((4,), 0.25), torch.full((4,), 0.25))
 
 
