@@ -34,4 +34,4 @@ class Heuristic(Fixed):
 
 def as_policy(gamma):
     """An int becomes Fixed(gamma); a policy object is used as it is."""
-    return gamma if hasattr(gamma, "update") else Fixed(gamma)
+    return gamma if hasattr(gamma, "update") and not isinstance(gamma, type) else Fixed(gamma)

@@ -5,7 +5,7 @@ The dependent drafters, the fallback and `load_drafter` live in minispec.methods
 import torch
 
 from .model import GPT
-from .sampling import probs, sample, whole
+from .sampling import probs, real, sample, whole
 from .tree import Tree, check_tree_options, grow_tree, score_tree
 
 
@@ -63,7 +63,7 @@ class ModelDrafter(Drafter):
 
     def __init__(self, model, threshold=None, branching=None, width=None, score_temperature=1.0,
                  replacement=True):
-        if threshold is not None and not 0 <= threshold <= 1:
+        if threshold is not None and not 0 <= real(threshold, "threshold") <= 1:
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         if threshold is not None and branching is not None:
             raise ValueError("threshold stops a chain; a tree (branching) does not take it")
@@ -159,9 +159,6 @@ class PromptLookupDrafter(Drafter):
 
 def as_drafter(drafter, target):
     """A GPT becomes a ModelDrafter; anything else must be a Drafter of the target's vocabulary."""
-    if isinstance(target, Drafter) or not hasattr(target, "config"):  # the arguments swapped?
-        raise ValueError(f"the target must be a model, got a {type(target).__name__}: "
-                         "speculative_generate(target, drafter, ids, ...)")
     if isinstance(drafter, GPT):
         drafter = ModelDrafter(drafter)
     if not isinstance(drafter, Drafter):

@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .sampling import whole
+
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 
 
@@ -36,7 +38,7 @@ def encode(text):
 
 def decode(ids):
     """List of byte values -> text; bytes that are not valid UTF-8 become U+FFFD."""
-    return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+    return bytes(whole(i, "a byte", 0, 256) for i in ids).decode("utf-8", errors="replace")
 
 
 class KVCache:
@@ -62,12 +64,12 @@ class KVCache:
 
     def crop(self, n):
         """Forget everything after the first n entries."""
-        if not 0 <= n <= self.length:
-            raise ValueError(f"cannot crop a cache of length {self.length} to {n}")
-        self.length = n
+        self.length = whole(n, f"crop's n (cache length {self.length})", 0, self.length + 1)
 
     def keep(self, start, nodes):
         """Keep entries start + i for i in `nodes` (a tree's accepted path), moved to start, ..."""
+        room = self.length - whole(start, "keep's start", 0, self.length + 1)  # entries after it
+        nodes = [whole(i, f"each kept node ({room} entries after start)", 0, room) for i in nodes]
         idx = start + torch.tensor(nodes, dtype=torch.long, device=self.k.device)
         self.k[:, :, :, start:start + len(nodes)] = self.k[:, :, :, idx]  # (n_layer, B, H, n, hs)
         self.v[:, :, :, start:start + len(nodes)] = self.v[:, :, :, idx]
@@ -186,6 +188,8 @@ class GPT(nn.Module):
             consecutive, causal), to score a token tree in one pass (tree.score_tree).
         """
         start = cache.length if cache is not None else 0
+        if not (torch.is_tensor(idx) and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
+            raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r}")
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         return self.ln_f(self.blocks(self.embed(idx, pos), cache, mask=mask))
@@ -199,7 +203,7 @@ def load_model(name):
     """A shipped model ("target", "draft", "draft_distilled", "draft_onpolicy") or a .pt file path
     -> a GPT in eval mode, fp32, on the CPU (weights are stored in fp16)."""
     path = WEIGHTS_DIR / f"{name}.pt"
-    path = path if path.exists() else Path(name)
+    path = path if path.exists() else Path(str(name))  # None, 5: unknown names
     if not (path.suffix == ".pt" and path.exists()):
         raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
                          "'draft_onpolicy', 'target'], or give a path to a .pt file")

@@ -73,15 +73,16 @@ def is_batch(ids):
 
 def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed):
     """The decoding options -> max_new_tokens as an int, or a ValueError naming the bad one."""
+    if not hasattr(model, "new_cache"):  # None; a Drafter: speculate's arguments swapped?
+        raise ValueError(f"the target must be a model (a GPT, a Llama), got a "
+                         f"{type(model).__name__}: speculative_generate(target, drafter, ids, ...)")
     whole_seed = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)  # no None
     if not (whole_seed and -2**63 <= int(seed) < 2**64):  # what torch's manual_seed takes
         raise ValueError(f"seed must be an integer in [-2**63, 2**64), got {seed!r}")
     check_sampling_args(temperature, top_k, top_p)
     V, block = model.config.vocab_size, model.config.block_size
-    max_new_tokens = whole(max_new_tokens, "max_new_tokens")
-    if max_new_tokens >= block:
-        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
-                         f"block_size={block}")
+    room = f"max_new_tokens (block_size={block} holds the prompt and them)"
+    max_new_tokens = whole(max_new_tokens, room, 1, block)
     if eos_token is not None and whole(eos_token, "eos_token", 0) >= V:
         raise ValueError(f"eos_token must be a token id in [0, {V}) or None, got {eos_token}")
     return max_new_tokens

@@ -18,7 +18,7 @@ import torch
 from .adaptive import as_policy
 from .drafters import as_drafter
 from .rounds import Step, check_args, check_prompt, finish, is_batch, tokens_left
-from .sampling import probs, sample
+from .sampling import probs, sample, whole
 from .verify import multi_draft_accept, verify_tree
 
 
@@ -68,8 +68,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
         return speculative_generate_batch(target, drafter, ids, max_new_tokens, gamma,
                                           temperature, top_k, top_p, seed, eos_token,
                                           crop_prompt, rule)
-    policy, drafter = as_policy(gamma), as_drafter(drafter, target)
     max_new_tokens = check_args(target, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
+    policy, drafter = as_policy(gamma), as_drafter(drafter, target)
     prompt = check_prompt(target, ids, max_new_tokens, crop_prompt)
     g = torch.Generator().manual_seed(int(seed))
     cache = target.new_cache(size=2 * target.config.block_size)  # room for a tree after the context
@@ -81,7 +81,7 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     t0 = time.perf_counter()
     while (left := tokens_left(prompt, context, max_new_tokens, eos_token)) > 0:
         # 1. draft: at most gamma tokens (block_size: the cache's room), at most left - 1 deep
-        k = min(policy.gamma, target.config.block_size)
+        k = min(whole(policy.gamma, "the policy's gamma"), target.config.block_size)
         tree = drafter.draft(context, k, temperature, top_k, top_p, g, depth=left - 1)
         # 2. one target call: p at the root (row -N-1) and after each of the N nodes
         hidden, logits = drafter.score(target, cache, context, tree)  # (T, C), (T, V)

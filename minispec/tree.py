@@ -36,6 +36,7 @@ class Tree:
 
     def add(self, parent, token, score=1.0):
         """Append a child (or return the existing one with that token): its index."""
+        token = whole(token, "a drafted token", 0)  # a 0-d tensor would never equal an int
         if token not in self.children(parent):
             self.kids.setdefault(parent, {})[token] = len(self.tokens)
             self.tokens.append(token)
@@ -119,6 +120,8 @@ def check_tree_options(branching, width, score_temperature, replacement=True):
         raise ValueError(f"tree options (width={width}, replacement={replacement}) need branching")
     if branching is not None and not (isinstance(branching, (tuple, list)) and branching):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching!r}")
+    if not isinstance(replacement, bool):  # torch.multinomial takes only a bool
+        raise ValueError(f"replacement must be True or False, got {replacement!r}")
     if not real(score_temperature, "score_temperature") > 0:
         raise ValueError(f"score_temperature must be > 0, got {score_temperature}")
     width = None if width is None else whole(width, "width")

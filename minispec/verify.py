@@ -5,11 +5,12 @@ draft proposes gamma tokens x_1..x_gamma, and alpha is the chance that a drafted
 (Chen et al. 2023 use the opposite letters, q for the target and p for the draft.)
 A rule decides one tree node: rule(candidates, q, p, generator=None, replacement=True) -> token,
 for candidates drawn from the draft's q (V,) (iid; distinct if replacement=False, which verify_tree
-passes only then) or guessed (q None); p (V,) is the target's. All are lossless but typical_accept.
+passes only then) or guessed (q None); p (V,) is the target's. All are lossless (Medusa's lossy
+typical_accept is minispec.methods.typical).
 """
 import torch
 
-from .sampling import sample, whole
+from .sampling import check_sampling_args, sample, whole
 
 
 def accept_prob(p, q):
@@ -108,6 +109,7 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
     leaf, x ~ p (the bonus token). Every emitted token follows p, so by induction over depth the
     output does too.
     """
+    check_sampling_args(temperature)  # None or -1 would sample
     if p.dim() != 2 or p.shape[0] != len(tree.tokens) + 1:
         raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), "
                          f"got {tuple(p.shape)}")
@@ -126,11 +128,3 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
         node = kids[tok]
         path.append(node)
 
-
-def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.09, delta=0.3):
-    """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate
-    with p(x) > min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text;
-    the output no longer follows p. It reads neither q nor how the candidates were drawn."""
-    entropy = -(p * p.clamp(min=1e-30).log()).sum()
-    ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
-    return ok[0] if ok else sample(p, generator)

@@ -73,7 +73,7 @@ def test_short_data_and_unknown_names_are_value_errors_that_say_so():
              (lambda: data.alignment(target, target, torch.arange(40) % 256, block_size=8,
                                      windows=6, spread=False), "too few"),
              (lambda: training.divergence(torch.zeros(3), torch.zeros(3), "KL"), "'kl' or 'tv'"),
-             (lambda: theory.alpha_from_acceptance(0.5, 0), "gamma >= 1"),
+             (lambda: theory.alpha_from_acceptance(0.5, 0), "gamma must be an integer >= 1"),
              (lambda: theory.alpha_from_acceptance(1.5, 4), "kept fraction"),
              (lambda: training.get_batch(torch.arange(9), 2, 8, torch.Generator()), "block_size")]
     for call, match in cases:

@@ -139,8 +139,8 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
                                crop_prompt=False, rule=multi_draft_accept):
     """speculate.speculative_generate for a list of prompts -> a list of Results, one per prompt.
     The rows share gamma (a policy sees every row's rounds), the wall time and the draft calls."""
-    policy, drafter = as_policy(gamma), as_drafter(drafter, target)
     max_new_tokens = check_args(target, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
+    policy, drafter = as_policy(gamma), as_drafter(drafter, target)
     prompts = [check_prompt(target, p, max_new_tokens, crop_prompt) for p in ids]
     B = len(prompts)
     g = torch.Generator().manual_seed(int(seed))

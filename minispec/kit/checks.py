@@ -157,6 +157,8 @@ def dense(law, V, m):
     """{tuple of m tokens: probability} -> a (V,) * m float64 tensor."""
     out = torch.zeros((V,) * m, dtype=torch.float64)
     for seq, prob in law.items():
+        if len(seq) != m:  # a shorter key would fill a whole slice
+            raise ValueError(f"every sequence must hold m={m} tokens, got {seq!r}")
         out[tuple(seq)] += prob
     return out
 

@@ -8,36 +8,52 @@ c and v are measured on this machine with minispec.kit.timing.step_cost (noteboo
 """
 import torch
 
-from ..sampling import whole
+from ..sampling import real, whole
+
+
+def chance(alpha, name="alpha"):
+    """alpha: a number, or a tensor of them, each in [0, 1]; else a ValueError naming it."""
+    values = alpha if torch.is_tensor(alpha) else torch.tensor(float(real(alpha, name)))
+    if not bool(((values >= 0) & (values <= 1)).all()):  # nan fails both
+        raise ValueError(f"{name} must lie in [0, 1], got {alpha!r}")
+    return alpha
+
+
+def two_laws(p, q):
+    """p and q: tensors of one shape (distributions over the last dimension), else a ValueError."""
+    if not (torch.is_tensor(p) and torch.is_tensor(q) and p.shape == q.shape):
+        raise ValueError(f"p and q must be tensors of one shape, got {p!r} and {q!r}")
 
 
 def tv_distance(p, q):
     """Total variation distance 0.5 * sum |p - q| (over the last dimension)."""
+    two_laws(p, q)
     return 0.5 * (p - q).abs().sum(-1)
 
 
 def acceptance_rate(p, q):
     """alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q): the chance a token drawn from q is kept."""
+    two_laws(p, q)
     return torch.minimum(p, q).sum(-1)
 
 
 def expected_tokens(alpha, gamma):
     """E[tokens per target call] = E[drafts kept] + 1 = sum_{k=0}^gamma alpha^k, that is
     (1 - alpha^(gamma+1)) / (1 - alpha) below alpha = 1; alpha: a number or a tensor of them."""
+    alpha = chance(alpha)
     return sum(alpha ** k for k in range(whole(gamma, "gamma", 0) + 1))
 
 
 def accepted_pmf(alpha, gamma):
     """P(n drafted tokens kept), n = 0..gamma, each kept independently with probability alpha:
     truncated geometric, alpha^n (1 - alpha) for n < gamma, alpha^gamma at gamma."""
-    gamma = whole(gamma, "gamma", 0)
+    alpha, gamma = chance(alpha), whole(gamma, "gamma", 0)
     return [alpha ** n * (1 - alpha) for n in range(gamma)] + [alpha ** gamma]
 
 
 def alpha_from_acceptance(rate, gamma):
     """Invert the measured kept fraction E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
-    if not (gamma >= 1 and 0 <= rate <= 1):
-        raise ValueError(f"need gamma >= 1 and a kept fraction in [0, 1], got {gamma}, {rate}")
+    rate, gamma = chance(rate, "the kept fraction"), whole(gamma, "gamma")
     lo, hi = 0.0, 1.0
     for _ in range(60):  # bisection: the fraction grows with alpha
         mid = (lo + hi) / 2
@@ -50,6 +66,8 @@ def alpha_from_acceptance(rate, gamma):
 
 def speedup(alpha, gamma, c, v=1.0):
     """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
+    if not (real(c, "c") >= 0 and real(v, "v") > 0):  # costs, in target steps
+        raise ValueError(f"need a draft cost c >= 0 and a verify cost v > 0, got c={c}, v={v}")
     return expected_tokens(alpha, gamma) / (gamma * c + v)  # one call's cost, in target steps
 
 

@@ -1,7 +1,7 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
 early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, as
 a tree, with the answer's edits and with its draft length set by its match, the fallback of two
-drafters, and the registry of every shipped method (`load_drafter`)."""
+drafters, the registry of every shipped method (`load_drafter`), and Medusa's lossy rule."""
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle
@@ -16,9 +16,10 @@ from .match_length import MatchLengthDrafter
 from .registry import load_drafter
 from .streaming import StreamingDrafter
 from .top_k import topk_accept
+from .typical import typical_accept
 
 __all__ = ["EagleDrafter", "EagleHead", "load_eagle", "EarlyExitDrafter", "FallbackDrafter",
            "HeadDrafter", "MedusaHeads", "load_heads", "medusa_tree", "Lookahead", "load_drafter",
            "BeamDrafter", "CopyCursorDrafter", "topk_accept", "LayerSkipDrafter",
            "StreamingDrafter", "LookupTreeDrafter", "EditLookupDrafter",
-           "MatchLengthDrafter"]
+           "MatchLengthDrafter", "typical_accept"]

@@ -23,7 +23,7 @@ block holds the full model's keys and values for every position kept.
 import torch
 
 from ..drafters import pick, unsure
-from ..sampling import whole
+from ..sampling import real, whole
 from ..tree import Tree
 from .early_exit import EarlyExitDrafter, check_threshold
 
@@ -62,7 +62,7 @@ def check_search(n_layer, max_skip=None, min_agreement=None):
     if whole(max_skip, "max_skip") > n_layer - 2:
         raise ValueError(f"max_skip must be in 1..{n_layer - 2} (the middle blocks), got "
                          f"{max_skip}")
-    if min_agreement is not None and not 0 <= min_agreement <= 1:
+    if min_agreement is not None and not 0 <= real(min_agreement, "min_agreement") <= 1:
         raise ValueError(f"min_agreement must be in [0, 1] or None, got {min_agreement}")
     return int(max_skip)
 

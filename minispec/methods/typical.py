@@ -1,0 +1,16 @@
+"""Medusa's typical acceptance: a LOSSY rule with minispec.verify's signature, kept beside the
+lossless ones to be measured and to be caught by the losslessness checks (notebooks 02, 05, 07).
+Moved out of the core; minispec.verify.typical_accept still names it.
+"""
+import torch
+
+from ..sampling import sample
+
+
+def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.09, delta=0.3):
+    """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate
+    with p(x) > min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text;
+    the output no longer follows p. It reads neither q nor how the candidates were drawn."""
+    entropy = -(p * p.clamp(min=1e-30).log()).sum()
+    ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
+    return ok[0] if ok else sample(p, generator)
