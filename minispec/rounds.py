@@ -91,12 +91,11 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
 def check_prompt(model, ids, max_new_tokens, crop_prompt):
     """One prompt -> a list of ints (its end only, if crop_prompt and too long)."""
     V, block = model.config.vocab_size, model.config.block_size
-    if ids is None or isinstance(ids, numbers.Number):
+    if ids is None or isinstance(ids, (numbers.Number, set, dict)):  # no order: no prompt
         raise ValueError(f"ids must be a list of token ids, got {ids!r}")
     ids = ids.flatten().tolist() if torch.is_tensor(ids) and ids.dim() < 3 else list(ids)
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts
-        raise ValueError("ids must be token ids, not text: use minispec.encode(text) (a batch: a "
-                         "list of encoded prompts)")
+        raise ValueError("ids must be token ids, not text: minispec.encode(text) (a batch: each)")
     p = [whole(i, "each token id", 0, V) for i in ids]  # None, 2.5, nan, inf, -1, V: no
     if not p:
         raise ValueError("the prompt is empty: give at least one token id")

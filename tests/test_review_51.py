@@ -210,3 +210,19 @@ def test_decode_and_load_model_name_bad_input():
         with pytest.raises(ValueError, match="unknown model"):
             ms.load_model(name)
     assert ms.decode(ms.encode("héllo")) == "héllo"
+
+
+def test_a_rule_that_is_not_a_function_and_an_unordered_prompt_are_named(byte_pair):
+    """rule=None was a TypeError at the first node at T > 0 (silently unused at T = 0); a set or a
+    dict as the prompt decoded in iteration order."""
+    target, draft = byte_pair
+    for temperature in (0.0, 1.0):
+        with pytest.raises(ValueError, match="rule must be a function"):
+            ms.speculative_generate(target, draft, [1, 2, 3], 4, temperature=temperature, rule=None)
+    with pytest.raises(ValueError, match="rule must be a function"):
+        ms.speculative_generate(target, draft, [[1, 2, 3], [4, 5]], 4, rule="x")
+    for prompt in ({1, 2, 3}, {1: 2}):
+        with pytest.raises(ValueError, match="ids must be a list of token ids"):
+            ms.generate(target, prompt, 4)
+    with pytest.raises(ValueError, match=r"not text: minispec.encode\(text\)"):
+        ms.generate(target, "def f", 4)
