@@ -112,3 +112,13 @@ def test_step_cost_names_its_warm_up_when_reps_are_too_few(random_gpt):
     m = random_gpt(vocab_size=16, n_layer=1, n_embd=16, block_size=32)
     with pytest.raises(ValueError, match=r"reps must be > 5 \(the first 5 .* warm-up\), got 5"):
         timing.step_cost(m, 1, context=4, reps=5)
+
+
+@pytest.mark.parametrize("ratio, band, word", [(1.0, -1, "band must be >= 0"),
+                                               (1.0, float("nan"), "band must be >= 0"),
+                                               (1.0, None, "band must be a number"),
+                                               (None, 0.05, "ratio must be a number")])
+def test_verdict_refuses_a_band_or_ratio_that_is_no_band(ratio, band, word):
+    """verdict(1.0, -1) said "faster": 1.0 > 1 + (-1). A negative or NaN band now says so."""
+    with pytest.raises(ValueError, match=word):
+        timing.verdict(ratio, band)

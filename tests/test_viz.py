@@ -190,3 +190,14 @@ def test_show_prints_the_packages_own_source(capsys):
     out = capsys.readouterr().out
     assert "def residual(p, q):" in out and "def verify_tree(" in out
     assert "torch.clamp(p - q, min=0)" in out
+
+
+def test_a_result_is_read_as_its_steps(sampled):
+    """viz(res) raised "'Result' object is not iterable": a Result now stands for its steps."""
+    assert viz.trace_segments(sampled) == viz.trace_segments(sampled.steps)
+    assert viz.html_trace(sampled) == viz.html_trace(sampled.steps)
+    for plot in (viz.plot_acceptance, viz.plot_accept_hist, viz.plot_trace):
+        a, b = plot(sampled), plot(sampled.steps)
+        assert len(a.axes[0].patches) == len(b.axes[0].patches) > 0 or plot is viz.plot_trace
+        assert [t.get_text() for t in a.axes[0].texts] == [t.get_text() for t in b.axes[0].texts]
+        plt.close("all")

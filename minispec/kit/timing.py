@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sampling import whole
+from ..sampling import real, whole
 
 
 def timed(fn):
@@ -56,16 +56,15 @@ def noise_band(fn, repeats=3, pairs=3):
     evidence either way. One pair can read +-0% (notebook 12 once; +-7% when run again), and a
     band of 0 calls any difference, so the band is at least BAND_FLOOR; more pairs measure it
     better."""
-    ratios = []
-    for _ in range(whole(pairs, "pairs")):
-        _, _, t_a, t_b = paired(fn, fn, repeats)
-        ratios.append(t_a / t_b)
-    return max(BAND_FLOOR, *(abs(r - 1) for r in ratios))
+    times = [paired(fn, fn, repeats)[2:] for _ in range(whole(pairs, "pairs"))]  # (t_a, t_b)
+    return max(BAND_FLOOR, *(abs(t_a / t_b - 1) for t_a, t_b in times))
 
 
 def verdict(ratio, band):
     """A speedup read against the noise band: "faster", "slower" or "the same (within noise)"."""
-    if ratio > 1 + band:
+    if not real(band, "band") >= 0:  # a band of -1 would call every ratio "faster"
+        raise ValueError(f"band must be >= 0 (0.05 for +-5%), got {band!r}")
+    if real(ratio, "ratio") > 1 + band:
         return "faster"
     if ratio < 1 - band:
         return "slower"

@@ -37,7 +37,7 @@ def trace_segments(steps, show_rejected=True, decode=decode):
     accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's
     token after a rejection or an empty draft), bonus (its free token after a fully kept draft).
     ansi_trace (terminal), html_trace and plot_trace color them alike. decode: ids -> text."""
-    out = []
+    out, steps = [], getattr(steps, "steps", steps)  # a Result: its steps
     for s in steps:
         out += [(decode([t]), "accepted") for t in drafted(s)[:s.accepted]]
         if show_rejected:
@@ -99,10 +99,9 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
             row, col = (row + 1, 0) if i or col + len(line) > width else (row, col)
             cells.append((row, col, line, kind))
             col += len(line)
-    fig, ax = _axes(ax, size=(width * 0.1, 0.25 * (row + 3)))
+    fig, ax = _axes(ax, size=(width * 0.1, 0.25 * (row + 3)))  # x: 1 unit a character
     for r, c, line, kind in cells:
-        ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5,
-                va="center")  # 1 char ~ 1 unit
+        ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5, va="center")
         if kind == "rejected":
             ax.plot([c, c + len(line)], [-r, -r], color=COLORS[kind], lw=0.8)
     for i, kind in enumerate(COLORS):
@@ -114,6 +113,7 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
     from matplotlib.ticker import MaxNLocator
+    steps = getattr(steps, "steps", steps)  # a Result: its steps
     if not steps:  # plain generate's Result records no rounds
         raise ValueError("no rounds to plot: give the steps of a speculative_generate result")
     fig, ax = _axes(ax)
@@ -161,6 +161,7 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 
 def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
     """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean)."""
+    steps = getattr(steps, "steps", steps)  # a Result: its steps
     gamma = gamma or max(len(drafted(s)) for s in steps)
     n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma])
     if not len(n):
@@ -214,8 +215,8 @@ def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
     def show(temperature):
         display(image(plot_pq, probs(lp, temperature), probs(lq, temperature), top=top,
                       ncols=2, size=(9, 3)))
-    return w.interactive(show, **controls(
-        temperature=w.FloatSlider(temperature, min=0, max=2, step=0.05)))
+    knob = w.FloatSlider(temperature, min=0, max=2, step=0.05)
+    return w.interactive(show, **controls(temperature=knob))
 
 
 def show(*objs):
@@ -229,9 +230,8 @@ def byte_label(token):
     return repr(decode([token]))[1:-1]
 
 
-def draw_tree(tree, path=(), ax=None, label=None):
-    """The tree left to right, the accepted path in green. label: token id -> text (bytes)."""
-    label = label or byte_label
+def draw_tree(tree, path=(), ax=None, label=byte_label):
+    """The tree left to right, the accepted path in green. label: token id -> text."""
     _, ax = _axes(ax, size=(7, 4))
     d, y, rows = {-1: 0, **dict(enumerate(tree.depths().tolist()))}, {}, itertools.count()
 
