@@ -50,6 +50,8 @@ def finish(prompt, context, steps, max_new_tokens, eos_token, t0, draft_calls=0)
     tokens = context[len(prompt):][:max_new_tokens]
     if eos_token is not None and eos_token in tokens:
         tokens = tokens[:tokens.index(eos_token) + 1]
+    if steps and (cut := len(context) - len(prompt) - len(tokens)):  # the eos was a kept draft:
+        steps[-1] = Step(steps[-1].tree, steps[-1].path[:-cut], tokens[-1])  # the round ends at it
     wall, calls = time.perf_counter() - t0, len(steps) or len(tokens)
     drafted = sum(len(s.tree.tokens) for s in steps)
     kept = sum(s.accepted for s in steps) / drafted if drafted else 0.0
@@ -59,8 +61,7 @@ def finish(prompt, context, steps, max_new_tokens, eos_token, t0, draft_calls=0)
 
 def tokens_left(prompt, context, max_new_tokens, eos_token):
     """How many more tokens are wanted: 0 once there are max_new_tokens new ones or eos_token."""
-    new = context[len(prompt):]
-    return 0 if eos_token in new else max_new_tokens - len(new)
+    return 0 if eos_token in context[len(prompt):] else max_new_tokens + len(prompt) - len(context)
 
 
 def is_batch(ids):
@@ -80,12 +81,11 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
     if not (whole_seed and -2**63 <= int(seed) < 2**64):  # what torch's manual_seed takes
         raise ValueError(f"seed must be an integer in [-2**63, 2**64), got {seed!r}")
     check_sampling_args(temperature, top_k, top_p)
-    V, block = model.config.vocab_size, model.config.block_size
+    if eos_token is not None:  # a token the model can emit
+        whole(eos_token, "eos_token (or None)", 0, model.config.vocab_size)
+    block = model.config.block_size
     room = f"max_new_tokens (block_size={block} holds the prompt and them)"
-    max_new_tokens = whole(max_new_tokens, room, 1, block)
-    if eos_token is not None and whole(eos_token, "eos_token", 0) >= V:
-        raise ValueError(f"eos_token must be a token id in [0, {V}) or None, got {eos_token}")
-    return max_new_tokens
+    return whole(max_new_tokens, room, 1, block)
 
 
 def check_prompt(model, ids, max_new_tokens, crop_prompt):

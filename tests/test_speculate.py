@@ -429,7 +429,8 @@ def test_gamma_larger_than_room_left(random_gpt, gamma):
 
 def test_eos_inside_an_accepted_block(byte_pair):
     """Pick, from a full run, a token first emitted in the middle of a round's block; with it as
-    eos_token, both decoders stop right after it, although that round produced more tokens."""
+    eos_token, both decoders stop right after it, although that round produced more tokens: its
+    Step ends at the eos (the drafts after it are not counted as kept)."""
     target, draft = byte_pair
     for prompt in PROMPTS:
         ids = ms.encode(prompt)
@@ -449,7 +450,9 @@ def test_eos_inside_an_accepted_block(byte_pair):
             continue
         res = ms.speculative_generate(target, draft, ids, 24, gamma=4, eos_token=eos)
         assert res.tokens == full.tokens[:idx + 1]
-        assert sum(s.accepted + 1 for s in res.steps) > len(res.tokens)  # the block was cut
+        last = res.steps[-1]  # the round kept the eos as a draft and went on: cut at the eos
+        assert last.token == eos and drafted(last)[last.accepted] == eos
+        assert sum(s.accepted + 1 for s in res.steps) == len(res.tokens)
         assert ms.generate(target, ids, 24, eos_token=eos).tokens == full.tokens[:idx + 1]
         return
     pytest.fail("no prompt produced a token first seen mid-block; the test needs another prompt")

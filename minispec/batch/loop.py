@@ -14,7 +14,7 @@ from ..adaptive import as_policy
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter, pick, unsure
 from ..methods.fallback import FallbackDrafter
 from ..rounds import Step, check_args, check_prompt, finish, tokens_left
-from ..sampling import probs, sample
+from ..sampling import probs, sample, whole
 from ..tree import Tree
 from ..verify import multi_draft_accept, verify_tree
 from .ragged import RaggedCache, feed
@@ -154,7 +154,8 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     t0 = time.perf_counter()
     while any(wanted := wants(prompts, contexts, max_new_tokens, eos_token)):
         # 1. draft: each row at most gamma tokens, and no more than it wants besides the target's
-        gammas = [max(min(policy.gamma, w - 1), 0) for w in wanted]
+        k = min(whole(policy.gamma, "the policy's gamma"), target.config.block_size)
+        gammas = [max(min(k, w - 1), 0) for w in wanted]
         trees = rows.draft(contexts, gammas, temperature, top_k, top_p, g)
         # 2. one target call for every row: its uncached context end, then its chain
         seqs = [c[L:] + t.tokens for c, L, t in zip(contexts, cache.lengths, trees)]

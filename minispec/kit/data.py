@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..sampling import whole
+
 HELD_OUT = ("calendar.py", "fractions.py", "heapq.py", "shlex.py", "statistics.py", "textwrap.py")
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -27,6 +29,9 @@ def prompts(n=8, length=128, offset=0):
     starts a quarter, a half, ... into file i % 6 (prompts(8) are the benchmarks' prompts).
     offset: skip that many prompts (prompts(10, offset=8): ten others)."""
     files, out = heldout_files(), []
+    n = whole(n, "n")
+    length = whole(length, "length")
+    offset = whole(offset, "offset", 0)
     if offset + n > 3 * len(files):  # a quarter, a half and three quarters into each file
         raise ValueError(f"the held-out files give {3 * len(files)} prompts, asked for "
                          f"prompts {offset}..{offset + n - 1}")
@@ -41,7 +46,7 @@ def prompts(n=8, length=128, offset=0):
 def bits_per_byte(model, data, block_size=256, max_windows=128):
     """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
     max_windows non-overlapping windows spread evenly across it (so every held-out file counts)."""
-    n = min(max_windows, (len(data) - 1) // block_size)
+    n = min(whole(max_windows, "max_windows"), (len(data) - 1) // block_size)
     if n < 1:
         raise ValueError(f"{len(data)} tokens of data: bits_per_byte needs more than "
                          f"block_size={block_size} (a window and its next token)")
@@ -68,6 +73,7 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     over it, or (spread=False) the first ones: with block_size=128, the first 4 KB, which the model
     card's older figures used."""
     data = heldout() if data is None else data
+    windows = whole(windows, "windows")
     if len(data) < (block_size if spread else windows * block_size):
         raise ValueError(f"{len(data)} tokens of data are too few for {windows} windows of "
                          f"block_size={block_size}" + (" spread over them" if spread else ""))

@@ -64,7 +64,9 @@ def verdict(ratio, band):
     """A speedup read against the noise band: "faster", "slower" or "the same (within noise)"."""
     if not real(band, "band") >= 0:  # a band of -1 would call every ratio "faster"
         raise ValueError(f"band must be >= 0 (0.05 for +-5%), got {band!r}")
-    if real(ratio, "ratio") > 1 + band:
+    if not real(ratio, "ratio") > 0:  # a ratio of two times; NaN is none
+        raise ValueError(f"ratio must be a speedup > 0 (base time / method time), got {ratio!r}")
+    if ratio > 1 + band:
         return "faster"
     if ratio < 1 - band:
         return "slower"
@@ -76,7 +78,7 @@ def agreement(ratios, band):
     The verdict is "faster" or "slower" only when every prompt says so beyond the band, "the same
     (within noise)" when every prompt is inside it, and "mixed" otherwise: one prompt slower
     beyond the band is enough to withhold "faster", whatever the median."""
-    if not ratios:
+    if not len(ratios):  # a list, a numpy array or a tensor
         raise ValueError("agreement needs at least one ratio")
     said = [verdict(r, band) for r in ratios]
     labels = {"faster": "faster", "slower": "slower", "the same (within noise)": "within noise"}

@@ -162,10 +162,10 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
     """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean)."""
     steps = getattr(steps, "steps", steps)  # a Result: its steps
-    gamma = gamma or max(len(drafted(s)) for s in steps)
+    gamma = gamma or max((len(drafted(s)) for s in steps), default=0)  # 0: nothing was drafted
     n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma])
-    if not len(n):
-        raise ValueError(f"no round drafted gamma={gamma} tokens")
+    if not (gamma and len(n)):
+        raise ValueError(f"no round drafted gamma={gamma} tokens: no kept counts to plot")
     alpha = alpha_from_acceptance(n.mean() / gamma, gamma) if alpha is None else alpha
     fig, ax = _axes(ax, size=(5, 3))
     x = np.arange(gamma + 1)
