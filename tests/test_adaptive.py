@@ -154,3 +154,12 @@ def test_lossless_at_temperature_1_and_negative_control(flat_pair, exact_law, de
         assert tv > 0.05 and pvalue < 1e-6
     else:
         assert tv < 1e-12 and pvalue > 1e-3
+
+
+def test_heuristic_ignores_a_round_without_drafts():
+    """A round that drafted nothing (prompt lookup without a match) says nothing about gamma."""
+    h = Heuristic(4)
+    h.update(ms.Step(ms.Tree(), [], 7))
+    assert h.gamma == 4
+    h.update(ms.Step(ms.Tree.chain([1, 2]), [0], 7))  # a rejection does shorten it
+    assert h.gamma == 3

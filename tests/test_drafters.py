@@ -301,3 +301,10 @@ def test_fallback_takes_gpts_and_rejects_the_rest(tiny_pair):
     assert res.tokens == ms.generate(target, ids, 6).tokens and res.stats.draft_calls > 0
     with pytest.raises(ValueError, match="Drafters or GPTs"):
         ms.FallbackDrafter(ms.PromptLookupDrafter(), "draft")
+
+
+def test_drafting_twice_from_one_context_drafts_the_same(random_gpt):
+    """The draft's cache keeps at most the context less its last token, so the second draft
+    re-feeds that token instead of reading a cache that already holds the first draft."""
+    d = ModelDrafter(random_gpt(vocab_size=16, block_size=32))
+    assert d.draft([1, 2, 3], 3).tokens == d.draft([1, 2, 3], 3).tokens

@@ -278,3 +278,10 @@ def test_shipped_model_loads(name):
     assert not m.training and m.config.vocab_size == 256
     assert all(p.dtype == torch.float32 and p.device.type == "cpu" for p in m.parameters())
     assert m(torch.tensor([ms.encode("def ")])).shape == (1, 4, 256)
+
+
+def test_a_full_block_fits_and_one_more_token_does_not(random_gpt):
+    m = random_gpt(vocab_size=4, block_size=8)
+    assert m(torch.zeros(1, 8, dtype=torch.long)).shape == (1, 8, 4)
+    with pytest.raises(ValueError, match="exceeds block_size=8"):
+        m(torch.zeros(1, 9, dtype=torch.long))

@@ -61,6 +61,9 @@ def test_tree_select_renumbers():
     sub = t.select([0, 3, 4])
     assert sub.tokens == [1, 4, 5] and sub.parents == [-1, 0, -1]
     assert set(sub.cands) == {-1, 0, 1, 2}
+    q = torch.eye(4)[[1, 2, 3]]  # a sampled chain's q rows move with their nodes
+    sub = Tree.chain([1, 2, 3], q).select([0, 1])
+    assert set(sub.q) == {-1, 0, 1} and torch.equal(sub.q[0], q[1])
 
 
 def test_tree_mask_known_answer():

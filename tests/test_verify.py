@@ -392,3 +392,16 @@ def test_typical_accept_takes_a_tree_drawn_without_replacement(shipped):
     assert any(not s.tree.replacement and len(s.tree.children(-1)) > 1 for s in res.steps)
     p, q = torch.tensor([0.5, 0.3, 0.2, 0.0]), torch.tensor([0.1, 0.2, 0.3, 0.4])
     assert typical_accept([1, 2], q, p, replacement=False) == typical_accept([1, 2], q, p) == 1
+
+
+@pytest.mark.parametrize("rule", ["multi_draft_accept", "speculative_accept"])
+def test_a_token_the_target_never_emits_is_never_kept(monkeypatch, rule):
+    """torch.rand can return exactly 0.0: the check must be r < min(1, p/q), so that p(x) = 0 keeps
+    x with probability 0 (r <= would keep it on that draw). The exact-law checks' coin treats <= as
+    <, so they cannot see this; a coin that lands on 0.0 does."""
+    p, q = torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.5])
+    monkeypatch.setattr(torch, "rand", lambda *args, **kwargs: torch.tensor(0.0))
+    if rule == "multi_draft_accept":
+        assert ms.multi_draft_accept([0], q, p) == 1
+    else:
+        assert ms.speculative_accept([0], q[None], torch.stack([p, p])) == (0, 1)

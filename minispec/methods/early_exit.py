@@ -31,8 +31,8 @@ class EarlyExitDrafter(Drafter):
     def __init__(self, model, k=2, threshold=None):
         N = model.config.n_layer
         if whole(k, "exit layer k") > N - 1:
-            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1}, "
-                             f"got {k}")
+            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1} "
+                             f"(a model of one layer has none to exit after), got {k}")
         check_threshold(threshold)
         self.model = model
         self.k = int(k)
