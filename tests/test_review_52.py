@@ -3,12 +3,16 @@
 The one wrong output: an eos_token that the target kept *as a draft* ended the Result's tokens,
 but the round's Step still listed the drafts after it, so the steps, `stats.kept_fraction` and
 every trace and plot counted tokens the Result had cut (6 tokens returned, 14 in the steps).
+The last section: a mutation audit beyond the core, one test for each mutant that got through.
 """
 import numpy as np
 import pytest
+import torch
 
 import minispec as ms
-from minispec.kit import data, timing, viz
+from minispec.bridge.llama import Llama, LlamaConfig
+from minispec.kit import checks, data, timing, viz
+from minispec.methods.heads import HeadDrafter, MedusaHeads, medusa_tree
 
 EOS = 32  # a space: frequent in the held-out code, so a kept draft is often one
 
@@ -132,3 +136,94 @@ def test_alignment_and_bits_per_byte_need_a_window(byte_pair):
     with pytest.raises(ValueError, match="max_windows must be an integer >= 1"):
         data.bits_per_byte(target, data.heldout()[:3000], 64, max_windows=0)
 
+
+
+# --- a mutation audit of kit/checks, batch/ and methods/: each test kills a mutant that passed ----
+
+LENGTHS = [7, 19, 33, 48, 64, 90]
+
+
+@pytest.fixture(scope="module")
+def shipped_pair(shipped):
+    return shipped, ms.load_model("draft")
+
+
+@pytest.fixture(scope="module")
+def ragged_prompts():
+    return [p[:n] for p, n in zip(data.prompts(8, length=150), LENGTHS)]
+
+
+@pytest.mark.parametrize("how", ["confidence stop", "fallback"])
+def test_batched_rows_take_the_rounds_each_prompt_takes_alone(shipped_pair, ragged_prompts, how):
+    """Not only the tokens: the drafts, kept paths and added tokens of every round. Dropping the
+    confidence stop, the fallback's then_gamma or a draft cache's crop in the batched loop kept the
+    tokens and changed the rounds."""
+    target, draft = shipped_pair
+
+    def make():
+        if how == "confidence stop":
+            return ms.ModelDrafter(draft, threshold=0.5)
+        return ms.FallbackDrafter(ms.PromptLookupDrafter(min_n=3), ms.ModelDrafter(draft), 2)
+
+    def rounds(outs):
+        return [[(s.tree.tokens, s.path, s.token) for s in o.steps] for o in outs]
+
+    batch = rounds(ms.speculative_generate(target, make(), ragged_prompts, 24, gamma=3))
+    alone = [ms.speculative_generate(target, make(), p, 24, gamma=3) for p in ragged_prompts]
+    assert batch == rounds(alone)
+
+
+def test_a_shared_policy_hears_every_rows_round(shipped_pair, ragged_prompts):
+    target, draft = shipped_pair
+    heard = []
+
+    class Spy(ms.Heuristic):
+        def update(self, step):
+            heard.append(step)
+            super().update(step)
+
+    outs = ms.speculative_generate(target, draft, ragged_prompts[:3], 16, gamma=Spy(2))
+    assert len(heard) == sum(len(o.steps) for o in outs) > 0
+
+
+def test_exact_law_refuses_a_rand_of_another_size():
+    """A coin is torch.rand(()): a law for torch.rand(2) would be the law of code that crashes."""
+    with pytest.raises(NotImplementedError, match=r"torch.rand\(2"):
+        checks.exact_law(lambda: bool(torch.rand(2) < 0.3))
+
+
+def test_medusa_tree_multiplies_accuracies_along_a_path():
+    """Gains: (0,) 0.5, (1,) 0.45, (0, 0) 0.5 * 0.8 = 0.4, so the second node is (1,)."""
+    assert medusa_tree([[0.5, 0.45], [0.8, 0.1]], 2) == [(0,), (1,)]
+
+
+def test_hydra_depth_d_reads_its_own_branchs_guess():
+    torch.manual_seed(0)
+    m = ms.GPT(ms.GPTConfig(vocab_size=16, n_layer=2, n_head=2, n_embd=32, block_size=64)).eval()
+    heads = MedusaHeads(m, 2, sequential=True)
+    calls, advance = [], heads.advance
+
+    def recording(z, i, token):
+        calls.append((i, list(token)))
+        return advance(z, i, token)
+    heads.advance = recording
+    d = HeadDrafter(heads, [(0,), (1,), (0, 0), (1, 0)])
+    d.reset(m, None)
+    d.h = m.features(torch.tensor([[3, 1, 4]]))[0, -1].detach()
+    tree = d.draft([3, 1, 4, 7], 4)
+    assert calls == [(0, [7]), (1, tree.tokens[:2])]
+
+
+def test_feed_on_a_llama_keeps_rows_alike_causal():
+    """Rows of one length after a cache: a Llama's blocks need the causal mask that feed builds
+    (a GPT's attention makes its own); only ragged rows were tested."""
+    torch.manual_seed(0)
+    m = Llama(LlamaConfig(vocab_size=16, block_size=64, n_layer=2, n_head=2, n_kv_head=1,
+                          n_embd=16, n_hidden=32)).eval()
+    with torch.no_grad():
+        for new in ([[5, 6], [7, 8]], [[5, 6, 9], [7, 8, 9]]):  # rows alike: T = 2 and T = 3
+            cache = ms.batch.RaggedCache(m.config, 2, 16)
+            ms.batch.feed(m, cache, [[1, 2], [3, 4]])
+            got = ms.batch.feed(m, cache, new)[1]
+            want = m(torch.tensor([[1, 2] + new[0], [3, 4] + new[1]]))[:, 2:]
+            assert torch.allclose(got, want, atol=1e-5)
