@@ -57,3 +57,13 @@ def test_pearson_is_what_chi2_pvalue_computes_when_nothing_is_pooled():
     assert checks.chi2_pvalue(observed, law) == checks.pearson(observed, 100 * law)
     with pytest.raises(ValueError, match="degree of freedom"):
         checks.pearson(observed, 100 * law, fitted=2)
+
+
+def test_exact_law_weighs_unnormalized_multinomial_weights():
+    """torch.multinomial takes weights that need not sum to 1; so must the enumeration (a law
+    that multiplied raw weights passed every test outside test_without_replacement)."""
+    w = torch.tensor([1.0, 3.0])
+    one = checks.exact_law(lambda: int(torch.multinomial(w, 1)))
+    assert one == pytest.approx({0: 0.25, 1: 0.75})
+    both = checks.exact_law(lambda: tuple(torch.multinomial(w, 2, replacement=False).tolist()))
+    assert both == pytest.approx({(0, 1): 0.25, (1, 0): 0.75})
