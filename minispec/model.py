@@ -164,6 +164,8 @@ class GPT(nn.Module):
         if pos.numel() and (n := int(pos.max()) + 1) > self.config.block_size:
             raise ValueError(f"position {n - 1} (a sequence of {n} tokens) exceeds "
                              f"block_size={self.config.block_size}")
+        if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
+            raise ValueError(f"a token id is outside the vocabulary [0, {self.config.vocab_size})")
         return self.wte(idx) + self.wpe(pos)
 
     def blocks(self, x, cache=None, layers=None, mask=None, start=None):

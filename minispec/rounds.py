@@ -77,9 +77,7 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
     if not hasattr(model, "new_cache"):  # None; a Drafter: speculate's arguments swapped?
         raise ValueError(f"the target must be a model (a GPT, a Llama), got a "
                          f"{type(model).__name__}: speculative_generate(target, drafter, ids, ...)")
-    whole_seed = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)  # no None
-    if not (whole_seed and -2**63 <= int(seed) < 2**64):  # what torch's manual_seed takes
-        raise ValueError(f"seed must be an integer in [-2**63, 2**64), got {seed!r}")
+    whole(seed, "seed", -2**63, 2**64)  # the integers torch's manual_seed takes
     check_sampling_args(temperature, top_k, top_p)
     if eos_token is not None:  # a token the model can emit
         whole(eos_token, "eos_token (or None)", 0, model.config.vocab_size)

@@ -30,8 +30,8 @@ def real(value, name):
 
 
 def check_sampling_args(temperature=1.0, top_k=None, top_p=None):
-    if not real(temperature, "temperature") >= 0:
-        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    if not 0 <= real(temperature, "temperature") < float("inf"):  # inf: uniform, whatever p
+        raise ValueError(f"temperature must be finite and >= 0 (0: greedy), got {temperature}")
     if top_k is not None:
         whole(top_k, "top_k (or None)")
     if top_p is not None and not 0 < real(top_p, "top_p (or None)") <= 1:

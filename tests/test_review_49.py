@@ -110,7 +110,7 @@ def test_hydra_counts_one_head_call_per_depth():
 @pytest.mark.parametrize("make, match", [
     (lambda t: ms.load_drafter(["lookup"], t), "unknown drafter"),
     (lambda t: ms.HeadDrafter(t), "heads must be MedusaHeads"),
-    (lambda t: ms.methods.eagle.EagleDrafter(t), "head must be an EAGLE head"),
+    (lambda t: ms.methods.eagle.EagleDrafter(t), "head must be a GPT's EAGLE head"),
     (lambda t: ms.bridge.llama.LlamaConfig(n_head=0), "n_head"),
     (lambda t: ms.bridge.llama.LlamaConfig(n_kv_head=2), "n_kv_head")])
 def test_methods_name_bad_arguments(byte_pair, make, match):

@@ -146,6 +146,20 @@ def test_decode_refuses_ids_outside_the_vocabulary(smol):
     with pytest.raises(ValueError, match="vocabulary"):
         tok.decode([49151, 49152])
 
+    with pytest.raises(ValueError, match="each token id"):
+        tok.decode([1.5])  # read as id 1 (stop 53)
+
+
+def test_chat_refuses_messages_it_cannot_template(smol):
+    """A message without content raised jinja's UndefinedError, deep in transformers (stop 53)."""
+    _, tok = smol
+    for bad in ([{"role": "user"}], [{"role": "user", "content": None}], [], None, "Hello"):
+        with pytest.raises(ValueError, match="messages must be a list of"):
+            tok.chat(bad)
+    with pytest.raises(ValueError, match="messages must be a list of"):
+        tok.ask(None)
+    assert tok.ask("Hello") == tok.chat([{"role": "user", "content": "Hello"}])
+
 
 def test_a_batch_of_chat_prompts_equals_each_decoded_alone(smol, prompts, greedy):
     """One padded forward for every row of different lengths: RoPE turns each row's tokens by

@@ -13,13 +13,14 @@ import torch
 import torch.nn.functional as F
 
 from ..model import GPT, KVCache
+from ..sampling import whole
 
 
 class RaggedCache(KVCache):
     """A KVCache whose B rows each keep their own number of valid entries, lengths[b]."""
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        self.lengths = [0] * batch_size
+        self.lengths = [0] * whole(batch_size, "batch_size (the cache's rows)", 0)
         super().__init__(config, batch_size, size, device, dtype)
         if hasattr(config, "n_kv_head"):  # a Llama: n_kv_head key/value heads (grouped queries)
             self.k = self.k[:, :, :config.n_kv_head].clone()  # (n_layer, B, H_kv, size, hs)
@@ -27,7 +28,7 @@ class RaggedCache(KVCache):
 
     @property
     def length(self):  # the longest row's
-        return max(self.lengths)
+        return max(self.lengths, default=0)  # no rows (an empty batch): 0
 
     @length.setter
     def length(self, n):

@@ -195,6 +195,8 @@ class Llama(nn.Module):
         if pos.numel() and int(pos.max()) >= self.config.block_size:
             raise ValueError(f"position {int(pos.max())} exceeds block_size="
                              f"{self.config.block_size}")
+        if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
+            raise ValueError(f"a token id is outside the vocabulary [0, {self.config.vocab_size})")
         return self.wte(idx)
 
     def rotary(self, pos, dtype):
@@ -223,6 +225,8 @@ class Llama(nn.Module):
     def features(self, idx, cache=None, pos=None, mask=None):
         """idx (B, T) -> ln_f(h_N) (B, T, C); pos and mask as in GPT.features (a token tree)."""
         start = cache.length if cache is not None else 0
+        if not (torch.is_tensor(idx) and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
+            raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r}")
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         return self.ln_f(self.blocks(self.embed(idx, pos), cache, mask=mask, pos=pos))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..sampling import whole
 from .llama import Llama, LlamaConfig
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -110,6 +111,11 @@ class Tokenizer:
         self.eos = self.hf.eos_token_id  # <|im_end|>: the end of the assistant's turn
 
     def chat(self, messages):
+        dicts = isinstance(messages, (list, tuple)) and len(messages) > 0
+        if not (dicts and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                              and isinstance(m.get("content"), str) for m in messages)):
+            raise ValueError('messages must be a list of {"role": ..., "content": text} dicts, '
+                             f"got {messages!r}")
         ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
 
@@ -121,10 +127,8 @@ class Tokenizer:
         return self.hf(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids):
-        ids, V = [int(i) for i in ids], len(self.hf)
-        if bad := [i for i in ids if not 0 <= i < V]:  # transformers drops them silently
-            raise ValueError(f"ids outside the vocabulary [0, {V}): {bad}")
-        return self.hf.decode(ids)
+        V = len(self.hf)  # transformers drops ids outside it silently, and reads 1.5 as 1
+        return self.hf.decode([whole(i, f"each token id (vocabulary of {V})", 0, V) for i in ids])
 
 
 def keep(target, save):

@@ -31,6 +31,8 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
         raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(p.shape)} differ")
     if not ((counts >= 0).all() and (p >= 0).all()):  # False for nan too
         raise ValueError("counts and expected probabilities must be numbers >= 0")
+    if not ((counts == counts.round()).all() and counts.sum() > 0):  # frequencies would pass
+        raise ValueError(f"counts must be whole numbers, not all 0 (frequencies?), got {counts}")
     if abs(float(p.sum()) - 1) > 1e-6:
         raise ValueError(f"expected probabilities must sum to 1, got {float(p.sum()):.6f}")
     if (counts[p <= 1e-12] > 0).any():
@@ -157,8 +159,8 @@ def dense(law, V, m):
     """{tuple of m tokens: probability} -> a (V,) * m float64 tensor."""
     out = torch.zeros((V,) * m, dtype=torch.float64)
     for seq, prob in law.items():
-        if len(seq) != m:  # a shorter key would fill a whole slice
-            raise ValueError(f"every sequence must hold m={m} tokens, got {seq!r}")
+        if len(seq) != m or not all(0 <= t < V for t in seq):  # a short key fills a slice
+            raise ValueError(f"every sequence must hold m={m} tokens in [0, {V}), got {seq!r}")
         out[tuple(seq)] += prob
     return out
 
@@ -180,10 +182,10 @@ def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
 def repeated_share(prompt, tokens, n=4):
     """The share of the new tokens that complete an n-gram seen before (in the prompt or earlier in
     the output): 0 for fresh text, near 1 for a loop."""
-    if not tokens:
+    if not len(tokens):
         raise ValueError("repeated_share needs at least one new token")
     n = whole(n, "n (the n-gram length)")
-    seq, hits = list(prompt) + list(tokens), 0
+    seq, hits = [int(t) for t in [*prompt, *tokens]], 0  # a tensor's items hash by identity
     seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
     for t in range(len(prompt), len(seq)):
         gram = tuple(seq[t - n + 1:t + 1])

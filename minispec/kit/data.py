@@ -46,12 +46,13 @@ def prompts(n=8, length=128, offset=0):
 def bits_per_byte(model, data, block_size=256, max_windows=128):
     """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
     max_windows non-overlapping windows spread evenly across it (so every held-out file counts)."""
+    block_size = whole(block_size, "block_size")
     n = min(whole(max_windows, "max_windows"), (len(data) - 1) // block_size)
     if n < 1:
         raise ValueError(f"{len(data)} tokens of data: bits_per_byte needs more than "
                          f"block_size={block_size} (a window and its next token)")
     weight = model.wte.weight  # the windows, positions and sums follow its device and dtype
-    data = data.to(weight.device)
+    data = torch.as_tensor(data, device=weight.device)  # a list of ids (ms.encode's) too
     totals = weight.new_zeros(model.config.n_layer)
     for w in range(n):
         s = w * ((len(data) - 1) // n)
@@ -72,8 +73,11 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     held-out text, and the draft's whole block, so every position it meets counts), spread evenly
     over it, or (spread=False) the first ones: with block_size=128, the first 4 KB, which the model
     card's older figures used."""
-    data = heldout() if data is None else data
-    windows = whole(windows, "windows")
+    data = heldout() if data is None else torch.as_tensor(data)  # a list of ids too
+    windows, block_size = whole(windows, "windows"), whole(block_size, "block_size")
+    if target.config.vocab_size != draft.config.vocab_size:
+        raise ValueError(f"target and draft vocabularies differ: {target.config.vocab_size} "
+                         f"and {draft.config.vocab_size}")
     if len(data) < (block_size if spread else windows * block_size):
         raise ValueError(f"{len(data)} tokens of data are too few for {windows} windows of "
                          f"block_size={block_size}" + (" spread over them" if spread else ""))

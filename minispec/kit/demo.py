@@ -130,6 +130,8 @@ def main(argv=None):
     ap.add_argument("--show-rejected", action="store_true",
                     help="also print rejected drafts (struck through)")
     args = ap.parse_args(argv)
+    if args.threads < 1:
+        ap.error(f"--threads must be at least 1, got {args.threads}")
     torch.set_num_threads(args.threads)
     target, ids = load_model("target"), encode(args.prompt)
     kw = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,

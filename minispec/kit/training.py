@@ -17,6 +17,7 @@ from ..speculate import speculative_generate
 def get_batch(data, batch_size, block_size, generator):
     """Random windows of a byte tensor: inputs x and next-byte targets y, both
     (batch_size, block_size)."""
+    data = torch.as_tensor(data)  # a list of ids (ms.encode's) too
     if len(data) < block_size + 2:
         raise ValueError(f"{len(data)} tokens of data: get_batch needs block_size + 2 or more")
     # starts 0 .. len - block_size - 2: one short of the last window that fits, kept as it is so
@@ -55,6 +56,9 @@ def unroll(heads, h, x):
     """Medusa / Hydra heads on h (B, T, C), the hidden states of x (B, T) -> [head i's logits at
     t = 0..T-2-i: (B, T-1-i, V)]; Hydra's heads read the true tokens (teacher forcing)."""
     T, z, out = x.shape[1], h, []
+    if T <= len(heads.res):  # else the last head's loss is a mean over nothing: nan
+        raise ValueError(f"windows of {T} tokens leave the last of {len(heads.res)} heads no "
+                         "token to learn: give windows longer than the heads")
     if not heads.sequential:
         return [lg[:, :T - 1 - i] for i, lg in enumerate(heads(h[:, :T - 1]).unbind(-2))]
     for i in range(len(heads.res)):  # head i reads the true token x_{t+1+i}

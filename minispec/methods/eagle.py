@@ -71,8 +71,8 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head, branching=None, width=None, score_temperature=1.0, replacement=True):
         branching, width = check_tree_options(branching, width, score_temperature, replacement)
-        if not hasattr(head, "target"):
-            raise ValueError(f"head must be an EAGLE head (load_eagle(target)), got "
+        if not isinstance(head, EagleHead):  # a Llama's head: EagleLlamaDrafter
+            raise ValueError(f"head must be a GPT's EAGLE head (load_eagle(target)), got "
                              f"{type(head).__name__}")
         self.replacement = replacement
         self.head = head
@@ -84,7 +84,8 @@ class EagleDrafter(Drafter):
 
     def reset(self, target, cache):
         if target is not self.model:
-            raise ValueError("this EAGLE head was trained on another model: pass the head's target")
+            raise ValueError("this EAGLE head was built for another model object (a reloaded "
+                             "target is another one): load_drafter('eagle', target) for this one")
         w = self.model.wte.weight
         self.head.to(w)  # follow the target's device and dtype (model.double())
         size = 2 * self.head.config.block_size

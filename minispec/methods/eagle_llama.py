@@ -116,6 +116,8 @@ def load_eagle_llama(target, path=None):
         raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the "
                          "shipped head")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if "keep" not in ckpt:  # a GPT's EAGLE head, heads, a model: not this kind of file
+        raise ValueError(f"{path.name} is not a Llama's EAGLE head (saved by EagleLlamaHead)")
     head = EagleLlamaHead(target, ckpt["keep"], ckpt["layers"]).to(target.wte.weight)
     return fit(head, ckpt, path)
 
@@ -132,6 +134,9 @@ class EagleLlamaDrafter(Drafter):
         if branching is not None or width is not None or not replacement:
             raise ValueError("EAGLE on a Llama drafts chains: branching, width and replacement "
                              "are not supported")
+        if not isinstance(head, EagleLlamaHead):  # a GPT's head: eagle.EagleDrafter
+            raise ValueError(f"head must be a Llama's EAGLE head (load_eagle_llama(target)), got "
+                             f"{type(head).__name__}")
         self.head = head
         self.model = head.target[0]
         self.vocab_size = self.model.config.vocab_size
@@ -156,7 +161,8 @@ class EagleLlamaDrafter(Drafter):
 
     def reset(self, target, cache):
         if target is not self.model:
-            raise ValueError("this EAGLE head was trained on another model: pass the head's target")
+            raise ValueError("this EAGLE head was built for another model object (a reloaded "
+                             "target is another one): load_drafter('eagle', target) for this one")
         w = self.model.wte.weight
         self.head.to(w)  # follow the target's device and dtype (model.double())
         self.close()

@@ -31,8 +31,8 @@ class EarlyExitDrafter(Drafter):
     def __init__(self, model, k=2, threshold=None):
         N = model.config.n_layer
         if whole(k, "exit layer k") > N - 1:
-            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 = 1..{N - 1} "
-                             f"(a model of one layer has none to exit after), got {k}")
+            raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 (n_layer={N}: the "
+                             f"exit needs a layer above it to skip), got {k}")
         check_threshold(threshold)
         self.model = model
         self.k = int(k)
@@ -43,7 +43,7 @@ class EarlyExitDrafter(Drafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("an EarlyExitDrafter drafts for the model it was built on: pass that "
-                             "model as the target")
+                             "model as the target (a reloaded model is another: build it again)")
         self.cache = cache  # the target's: blocks < k hold `shallow` entries, blocks >= k `deep`
         self.shallow = 0
         self.deep = 0

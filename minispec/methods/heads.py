@@ -82,6 +82,9 @@ def fit(head, ckpt, path):
 def medusa_tree(accuracy, size=8):
     """Medusa's static tree: the `size` rank paths (r_1, .., r_d) with the largest expected gain
     prod_i accuracy[i][r_i], picked greedily (a prefix never scores lower, so the set is a tree)."""
+    if not len(accuracy):
+        raise ValueError("accuracy must hold one row of rank accuracies per head, got none")
+    size = whole(size, "size (the tree's nodes)")
     paths, frontier = [], {(r,): a for r, a in enumerate(accuracy[0])}
     while len(paths) < size and frontier:
         best = max(frontier, key=frontier.get)
@@ -118,7 +121,8 @@ class HeadDrafter(Drafter):
 
     def reset(self, target, cache):
         if target is not self.model:
-            raise ValueError("these heads were trained on another model: pass their own target")
+            raise ValueError("these heads were built for another model object (a reloaded target "
+                             "is another one): load_drafter(name, target) for this target")
         self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
         self.h = None
 

@@ -145,7 +145,7 @@ class LayerSkipDrafter(EarlyExitDrafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("a LayerSkipDrafter drafts for the model it was built on: pass that "
-                             "model as the target")
+                             "model as the target (a reloaded model is another: build it again)")
         super().reset(target, cache)  # blocks < s hold `shallow` entries, blocks >= s `deep`
         self.skip = self.given  # None: searched on the prompt at the first draft
         self.tried = {}  # the search's sets and their a(S)

@@ -45,8 +45,9 @@ def load_drafter(name, target, **options):
     drafting with attention sinks and a recent window of its cache, options sinks, window).
     Example: load_drafter("hydra", target)
     """
-    if not isinstance(name, str) or name not in KINDS:
-        raise ValueError(f"unknown drafter {name!r}: shipped drafters are {sorted(KINDS)}")
+    if not isinstance(name, str) or name not in KINDS:  # a model: load_drafter(name, target)
+        got = repr(name) if isinstance(name, str) else f"a {type(name).__name__}"
+        raise ValueError(f"unknown drafter {got}: shipped drafters are {sorted(KINDS)}")
     if not hasattr(target, "config") or not hasattr(target, "wte"):
         raise ValueError(f"target must be a model (a GPT, or the Llama of smollm2.load()), got "
                          f"{type(target).__name__}")

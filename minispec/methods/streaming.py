@@ -33,7 +33,7 @@ class StreamingDrafter(Drafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("a StreamingDrafter drafts for the model it was built on: pass that "
-                             "model as the target")
+                             "model as the target (a reloaded model is another: build it again)")
         self.cache = cache  # the target's: read here, written only by the loop's verification
 
     def kept(self, n):
