@@ -222,3 +222,13 @@ def test_a_token_id_outside_the_vocabulary_is_named(pair):
     llama = random_llama(vocab_size=16, block_size=32)
     with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 16\)"):
         llama(torch.tensor([[1, 16]]))
+
+
+def test_plot_pq_refuses_logits_and_mismatched_laws():
+    """plot_pq(logits_p, logits_q) drew logits as probabilities under a meaningless alpha."""
+    from minispec.kit import viz
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.2, 0.6])
+    for bad in ((p.log(), q.log()), (p, q[:2]), ([0.5, 0.5], [0.4, 0.6])):
+        with pytest.raises(ValueError, match="distributions|tensors of one shape"):
+            viz.plot_pq(*bad)  # lists: an AttributeError (detach) before
+    assert "alpha = 0.600" in viz.plot_pq(p, q, labels="abc").axes[0].get_title()

@@ -12,7 +12,7 @@ import torch
 from ..model import decode, encode
 from ..sampling import probs
 from ..speculate import speculative_generate
-from .theory import accepted_pmf, alpha_from_acceptance
+from .theory import acceptance_rate, accepted_pmf, alpha_from_acceptance
 from ..verify import residual
 
 COLORS = {"accepted": "#2e7d32", "rejected": "#c62828", "correction": "#1565c0", "bonus": "#6a1b9a"}
@@ -138,6 +138,7 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 
     Example: plot_pq(torch.tensor([.5, .3, .2]), torch.tensor([.2, .2, .6]), labels="abc")
     """
+    alpha = float(acceptance_rate(p, q))  # p, q: distributions of one shape, or a ValueError
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
     labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣")
@@ -149,7 +150,6 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     axes[0].bar(x, res, bottom=kept, color=COLORS["correction"], label="max(0, p - q): residual")
     axes[0].bar(x, q[idx].numpy(), fill=False, edgecolor=COLORS["rejected"], ls="--",
                 label="q (draft)")
-    alpha = float(torch.minimum(p, q).sum())
     axes[0].set(title=f"p = min(p, q) + max(0, p - q);  alpha = {alpha:.3f}", xticks=x,
                 xticklabels=labels)
     axes[0].legend(fontsize=7)
