@@ -20,7 +20,8 @@ class RaggedCache(KVCache):
     """A KVCache whose B rows each keep their own number of valid entries, lengths[b]."""
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        self.lengths = [0] * whole(batch_size, "batch_size (the cache's rows)", 0)
+        batch_size = whole(batch_size, "batch_size (the cache's rows)", 0)
+        self.lengths = [0] * batch_size
         super().__init__(config, batch_size, size, device, dtype)
         if hasattr(config, "n_kv_head"):  # a Llama: n_kv_head key/value heads (grouped queries)
             self.k = self.k[:, :, :config.n_kv_head].clone()  # (n_layer, B, H_kv, size, hs)

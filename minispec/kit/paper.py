@@ -56,7 +56,8 @@ def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temper
     V = M_p.config.vocab_size
     if M_q.config.vocab_size != V:
         raise ValueError(f"M_p and M_q vocabularies differ: {V} and {M_q.config.vocab_size}")
-    if not [whole(t, "each prefix token id", 0, V) for t in prefix]:
+    prefix = [whole(t, "each prefix token id", 0, V) for t in prefix]
+    if not prefix:
         raise ValueError("the prefix is empty: give at least one token id")
     generator = torch.Generator().manual_seed(whole(seed, "seed", -2**63, 2**64))
     out = list(prefix)

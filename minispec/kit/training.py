@@ -57,8 +57,8 @@ def unroll(heads, h, x):
     t = 0..T-2-i: (B, T-1-i, V)]; Hydra's heads read the true tokens (teacher forcing)."""
     T, z, out = x.shape[1], h, []
     if T <= len(heads.res):  # else the last head's loss is a mean over nothing: nan
-        raise ValueError(f"windows of {T} tokens leave the last of {len(heads.res)} heads no "
-                         "token to learn: give windows longer than the heads")
+        raise ValueError(f"sequences of {T} tokens leave the last of {len(heads.res)} heads no "
+                         "token to predict: give sequences longer than the heads")
     if not heads.sequential:
         return [lg[:, :T - 1 - i] for i, lg in enumerate(heads(h[:, :T - 1]).unbind(-2))]
     for i in range(len(heads.res)):  # head i reads the true token x_{t+1+i}

@@ -85,7 +85,7 @@ class EagleDrafter(Drafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("this EAGLE head was built for another model object (a reloaded "
-                             "target is another one): load_drafter('eagle', target) for this one")
+                             "target is another one): build the drafter again on this target")
         w = self.model.wte.weight
         self.head.to(w)  # follow the target's device and dtype (model.double())
         size = 2 * self.head.config.block_size

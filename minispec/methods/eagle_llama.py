@@ -162,7 +162,7 @@ class EagleLlamaDrafter(Drafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("this EAGLE head was built for another model object (a reloaded "
-                             "target is another one): load_drafter('eagle', target) for this one")
+                             "target is another one): build the drafter again on this target")
         w = self.model.wte.weight
         self.head.to(w)  # follow the target's device and dtype (model.double())
         self.close()

@@ -122,7 +122,7 @@ class HeadDrafter(Drafter):
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("these heads were built for another model object (a reloaded target "
-                             "is another one): load_drafter(name, target) for this target")
+                             "is another one): build the drafter again on this target")
         self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
         self.h = None
 
