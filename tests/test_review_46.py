@@ -133,7 +133,7 @@ def test_from_hf_reads_rope_scaling_of_a_transformers_4_config():
                              tie_word_embeddings=True, hidden_size=32, num_attention_heads=4,
                              rope_scaling={"rope_type": "llama3", "factor": 8.0})
     with pytest.raises(ValueError, match="rope_parameters.*llama3"):
-        from_hf(SimpleNamespace(config=config))
+        from_hf(SimpleNamespace(config=config, lm_head=None))  # a stand-in with a head
 
 
 def test_from_hf_refuses_an_untied_gpt2():

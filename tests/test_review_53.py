@@ -239,3 +239,23 @@ def test_plot_pq_refuses_logits_and_mismatched_laws():
     assert "alpha = 0.600" in fig.axes[0].get_title()
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_from_hf_names_what_it_cannot_convert():
+    """from_hf(None) raised an AttributeError (config); a bare LlamaModel, without its head, a
+    KeyError ('wte.weight')."""
+    transformers = pytest.importorskip("transformers")
+    from minispec.bridge.hf import from_hf
+    with pytest.raises(ValueError, match=r"only GPT-2 and Llama models convert, got NoneType"):
+        from_hf(None)
+    llama = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16,
+                                     num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=1, tie_word_embeddings=True)
+    gpt2 = transformers.GPT2Config(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2)
+    for bare in (transformers.LlamaModel(llama), transformers.GPT2Model(gpt2)):
+        with pytest.raises(ValueError, match="has no language-model head.*AutoModelForCausalLM"):
+            from_hf(bare)
+    x = torch.tensor([[1, 2, 3]])
+    full = transformers.LlamaForCausalLM(llama).eval()
+    with torch.no_grad():
+        assert (from_hf(full)(x) - full(x).logits).abs().max() < 1e-4

@@ -60,12 +60,16 @@ def from_hf(hf):
 
     Example: from_hf(to_hf(model)) has the weights of model.
     """
-    c = hf.config
-    if getattr(c, "model_type", None) == "llama":
+    kind = getattr(getattr(hf, "config", None), "model_type", None)  # None: not transformers'
+    if kind not in ("gpt2", "llama"):
+        raise ValueError(f"only GPT-2 and Llama models convert, got {type(hf).__name__} "
+                         f"(model_type={kind!r})")
+    if not hasattr(hf, "lm_head"):  # GPT2Model, LlamaModel: the blocks without the head
+        raise ValueError(f"a {type(hf).__name__} has no language-model head: load it with "
+                         "AutoModelForCausalLM (GPT2LMHeadModel, LlamaForCausalLM)")
+    if kind == "llama":
         return from_hf_llama(hf)
-    if getattr(c, "model_type", None) != "gpt2":
-        kind = getattr(c, "model_type", None)
-        raise ValueError(f"only GPT-2 and Llama models convert, got model_type={kind!r}")
+    c = hf.config
     ours = [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5), ("n_inner", None),
             ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
             ("tie_word_embeddings", True)]  # minispec's GPT has one matrix for wte and lm_head
