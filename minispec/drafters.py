@@ -25,7 +25,7 @@ class Drafter:
               depth=None):
         """context: list[int] -> a Tree of at most gamma nodes, none deeper than depth (None: any;
         the loop passes the tokens still wanted minus the target's one: a tree keeps its gamma)."""
-        raise NotImplementedError
+        raise NotImplementedError("a Drafter subclass defines draft (README: RepeatLast)")
 
     def score(self, target, cache, context, tree):
         """The round's ONE target call (early exit overrides it to reuse its drafting): the target's

@@ -259,3 +259,10 @@ def test_from_hf_names_what_it_cannot_convert():
     full = transformers.LlamaForCausalLM(llama).eval()
     with torch.no_grad():
         assert (from_hf(full)(x) - full(x).logits).abs().max() < 1e-4
+
+
+def test_a_drafter_without_draft_says_what_to_define(pair):
+    """A subclass that misnames draft (or the base class) raised a bare NotImplementedError."""
+    target, _ = pair
+    with pytest.raises(NotImplementedError, match="subclass defines draft.*RepeatLast"):
+        ms.speculative_generate(target, ms.Drafter(), [1, 2], 4)
