@@ -184,8 +184,9 @@ def test_the_demo_refuses_zero_threads(capsys):
 def test_the_papers_algorithm_checks_its_arguments(pair):
     target, draft = pair
     bad = [(dict(seed=None), "seed must be an integer"),  # torch's RuntimeError before
-           (dict(prefix=[]), "prefix is empty"),  # an embedding dtype RuntimeError
-           (dict(prefix=[1, 256]), "each prefix token id"),  # an IndexError
+           (dict(prefix=[]), "the prompt is empty"),  # an embedding dtype RuntimeError
+           (dict(prefix=[1, 256]), "each token id"),  # an IndexError
+           (dict(prefix="def "), "not text"),  # the loop's own checks, said once
            (dict(M_q=random_llama(vocab_size=300)), "vocabularies differ: 256 and 300")]
     for change, match in bad:
         args = dict(M_p=target, M_q=draft, prefix=[1, 2], max_new_tokens=4, gamma=2, seed=0)

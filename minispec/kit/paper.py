@@ -15,6 +15,7 @@ Example: speculative_decoding(load_model("target"), load_model("draft"), encode(
 """
 import torch
 
+from ..rounds import check_prompt
 from ..sampling import probs, whole
 
 
@@ -56,9 +57,7 @@ def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temper
     V = M_p.config.vocab_size
     if M_q.config.vocab_size != V:
         raise ValueError(f"M_p and M_q vocabularies differ: {V} and {M_q.config.vocab_size}")
-    prefix = [whole(t, "each prefix token id", 0, V) for t in prefix]
-    if not prefix:
-        raise ValueError("the prefix is empty: give at least one token id")
+    prefix = check_prompt(M_p, prefix, max_new_tokens, crop_prompt=False)  # the loop's checks
     generator = torch.Generator().manual_seed(whole(seed, "seed", -2**63, 2**64))
     out = list(prefix)
     while len(out) < len(prefix) + max_new_tokens:
