@@ -59,7 +59,7 @@ def plan(path):
 
 
 RUNNER = r'''
-import json, sys, traceback
+import json, os, sys, traceback
 import matplotlib
 matplotlib.use("Agg")
 import minispec as ms
@@ -71,6 +71,10 @@ loaders = {"load_model": ms.load_model, "load_drafter": lambda name: ms.load_dra
 for name, p in plans.items():
     try:
         exec(compile(p["setup"], f"{name}: setup cell", "exec"), {})
+    except ModuleNotFoundError as e:
+        # SmolLM2's wheel or [real] extra, which the notebook's install cell adds: optional here
+        if os.environ.get("MINISPEC_REQUIRE_REAL") or "SmolLM2" not in str(e):
+            problems.append(f"{name}: setup cell: " + traceback.format_exc(limit=-3))
     except Exception:
         problems.append(f"{name}: setup cell: " + traceback.format_exc(limit=-3))
     for statement, optional in p["imports"]:
@@ -129,7 +133,9 @@ def test_every_notebook_runs_its_setup_and_imports_from_the_wheel_in_an_empty_fo
     """From an empty folder, with only the install on PYTHONPATH (the editable checkout behind it
     is not used: asserted): each notebook's setup cell runs, each import in each cell resolves (an
     import guarded by `except ImportError`, an optional extra, may fail, unless it is minispec's),
-    and each load_model / load_heads / load_drafter name in the notebooks loads."""
+    and each load_model / load_heads / load_drafter name in the notebooks loads. A setup cell
+    that loads SmolLM2 may miss its wheel or extra (the notebook's install cell adds them), unless
+    MINISPEC_REQUIRE_REAL is set, as in CI."""
     plans = {path.stem: plan(path) for path in NOTEBOOKS}
     assert all(p["imports"] and p["setup"] for p in plans.values())
     assert {what for p in plans.values() for _, what in p["loads"]} >= {"target", "draft"}

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..model import KVCache
-from ..sampling import whole
+from ..sampling import real, whole
 from .linear import Linear
 
 
@@ -41,8 +41,13 @@ class LlamaConfig:
     norm_eps: float = 1e-5      # RMSNorm's epsilon
 
     def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd"):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
+                     "n_hidden"):
             whole(getattr(self, name), name)
+        base, eps = real(self.rope_base, "rope_base"), real(self.norm_eps, "norm_eps")
+        if not (0 < base < float("inf") and 0 <= eps < float("inf")):  # nan fails both
+            raise ValueError(f"need rope_base > 0 and norm_eps >= 0, both finite, got "
+                             f"{self.rope_base} and {self.norm_eps}")
         if self.n_head % self.n_kv_head or self.n_embd % self.n_head:
             raise ValueError(f"need n_kv_head | n_head | n_embd, got {self.n_kv_head}, "
                              f"{self.n_head}, {self.n_embd}")

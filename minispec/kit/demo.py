@@ -132,6 +132,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.threads < 1:
         ap.error(f"--threads must be at least 1, got {args.threads}")
+    try:  # a flag the library refuses (--gamma 0, --top-p 2, ...): its message, no traceback
+        run(args)
+    except ValueError as err:
+        ap.error(str(err))
+
+
+def run(args):
+    """The demo on parsed flags: the colored continuation, then the table."""
     torch.set_num_threads(args.threads)
     target, ids = load_model("target"), encode(args.prompt)
     kw = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,

@@ -147,10 +147,15 @@ class RoundLogger(ModelDrafter):
 def acceptance_rows(target, draft, prompts, temperature, new_tokens=64, gamma=8):
     """Rounds of fixed chains of gamma drafts through the loop after each prompt (seed i for prompt
     i) -> features (N, 3), labels (N,), depths (N,) of every drafted token."""
+    if not isinstance(draft, torch.nn.Module):
+        raise ValueError(f"draft must be the draft model (a GPT), not {type(draft).__name__}")
     rows = []
     for i, ids in enumerate(prompts):
         speculative_generate(target, RoundLogger(draft, temperature, rows), ids, new_tokens,
                              gamma=gamma, temperature=temperature, seed=i)
+    if not rows:  # no prompts, or a drafter that drafted nothing
+        raise ValueError(f"no drafted tokens to label from {len(prompts)} prompts: give prompts "
+                         "(lists of token ids) and a drafter that drafts")
     return (torch.stack([r[0] for r in rows]), torch.tensor([r[1] for r in rows]),
             torch.tensor([r[2] for r in rows]))
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR, Block, GPTConfig, KVCache
 from ..tree import Tree, check_tree_options, grow_tree, tree_mask
-from .heads import fit
+from .heads import fit, read
 
 
 class EagleHead(nn.Module):
@@ -55,7 +55,7 @@ def load_eagle(target, path=None):
     if not path.exists():
         raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the "
                          "shipped head")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = read(path)
     head = EagleHead(target).to(target.wte.weight)
     return fit(head, ckpt, path)
 

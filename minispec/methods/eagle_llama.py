@@ -29,7 +29,7 @@ from ..bridge.llama import Block, Llama, LlamaCache, RMSNorm
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR
 from ..tree import Tree
-from .heads import fit
+from .heads import fit, read
 
 SMOLLM2 = {"n_layer": 30, "n_embd": 576, "vocab_size": 49152}  # how SmolLM2-135M is recognised
 HEADS = "eagle_head.pt (minispec's byte-level GPT target), eagle_smollm2.pt (SmolLM2-135M: " \
@@ -115,7 +115,7 @@ def load_eagle_llama(target, path=None):
     if not path.exists():
         raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the "
                          "shipped head")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = read(path)
     if "keep" not in ckpt:  # a GPT's EAGLE head, heads, a model: not this kind of file
         raise ValueError(f"{path.name} is not a Llama's EAGLE head (saved by EagleLlamaHead)")
     head = EagleLlamaHead(target, ckpt["keep"], ckpt["layers"]).to(target.wte.weight)

@@ -2,6 +2,7 @@
 last hidden state guess the tokens after the next one. The guesses are deterministic (no q):
 verify.verify_tree says why that is lossless. Training: scripts/train_heads.py.
 """
+import pickle
 from pathlib import Path
 
 import torch
@@ -56,11 +57,22 @@ def load_heads(model, name="medusa"):
     if not path.exists():
         raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give "
                          "a saved file's path")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = read(path)
     if "n_heads" not in ckpt:
         raise ValueError(f"{path.name} holds no Medusa or Hydra heads (another method's file?)")
     heads = MedusaHeads(model, ckpt["n_heads"], ckpt.get("sequential", False)).to(model.wte.weight)
     return fit(heads, ckpt, path)
+
+
+def read(path):
+    """A drafter's file (a dict that torch.save wrote) -> the dict; any other file -> ValueError."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, IsADirectoryError):
+        ckpt = None  # a file torch.save did not write
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path} is not a drafter's weights file (a .pt that torch.save wrote)")
+    return ckpt
 
 
 def fit(head, ckpt, path):

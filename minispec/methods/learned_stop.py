@@ -26,6 +26,7 @@ import torch.nn as nn
 from ..drafters import ModelDrafter, pick
 from ..model import WEIGHTS_DIR
 from ..tree import Tree
+from .heads import read
 
 FEATURES = ("max_prob", "entropy", "token_prob")  # f_i, in this order
 
@@ -61,7 +62,7 @@ def load_stop_head(path=None):
     if not path.exists():
         raise ValueError(f"no acceptance head at {path}: give a saved file's path, or None for "
                          "the shipped head")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = read(path)
     features = tuple(ckpt.get("features", ()))  # () in another method's file
     if features != FEATURES:
         raise ValueError(f"{path} was fitted on features {features}, not {FEATURES}")
