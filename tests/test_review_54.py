@@ -70,3 +70,25 @@ def test_acceptance_rows_names_a_drafter_and_no_prompts(pair):
     features, labels, depths = training.acceptance_rows(target, draft, [ms.encode("def f")], 0,
                                                         8, 4)
     assert features.shape == (len(labels), 3) and len(depths) == len(labels) > 0
+
+
+def test_readmes_pooled_lookup_table_is_the_figures(capsys):
+    """README's table of the lookup runs, both with the 9 prompts as written and with the answer two
+    of them share counted once, is what benchmarks/pool_lookup_runs.py reads off the figures."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("pool", root / "benchmarks/pool_lookup_runs.py")
+    pool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pool)
+    pool.main()
+    rows = {line.split(" | ")[0].strip("| "): line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "x |" in line}
+    assert "| 27 | 1.30-1.58x | 1.410x | 4 | 1.290-1.505x, 1.375x, 3 |" in rows["lookup"]
+    assert "| 14 | 1.38-1.62x | 1.525x |" in rows["edit lookup, match length"]
+    assert "1.350-1.595x, 1.475x, 5 |" in rows["edit lookup, match length"]
+    readme = (root / "README.md").read_text()
+    assert "| 27 | 1.30-1.58x | 1.41x | 4 | 1.29-1.505x, 1.375x, 3 |" in readme
+    assert "| 14 | 1.38-1.62x | 1.525x | 8 (before rounding) | 1.35-1.595x, 1.475x, 5 |" in readme
+    with pytest.raises(ValueError, match="expected 9 copy prompts, found 1"):
+        pool.prompt_table("| prompt | run 1 | median |\n|---|---|---|\n| Quote | 2.50 | 2.50 |")

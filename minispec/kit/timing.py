@@ -51,13 +51,13 @@ BAND_FLOOR = 0.01  # the narrowest band noise_band reports: a 1% difference is n
 
 
 def noise_band(fn, repeats=3, pairs=3):
-    """Time fn against itself with `paired`, `pairs` times -> the largest |ratio - 1| seen: how far
-    two timings of the same work land apart on this machine now. A speedup inside 1 +- band is no
-    evidence either way. One pair can read +-0% (notebook 12 once; +-7% when run again), and a
-    band of 0 calls any difference, so the band is at least BAND_FLOOR; more pairs measure it
-    better."""
+    """Time fn against itself with `paired`, `pairs` times -> the largest max(r, 1/r) - 1 seen (r:
+    one pair's ratio; which side ran first does not matter): how far two timings of the same work
+    land apart on this machine now. A speedup inside 1 +- band is no evidence either way. One
+    pair can read +-0% (notebook 12 once; +-7% when run again), and a band of 0 calls any
+    difference, so it is at least BAND_FLOOR; more pairs measure it better."""
     times = [paired(fn, fn, repeats)[2:] for _ in range(whole(pairs, "pairs"))]  # (t_a, t_b)
-    return max(BAND_FLOOR, *(abs(t_a / t_b - 1) for t_a, t_b in times))
+    return max(BAND_FLOOR, *(max(t_a / t_b, t_b / t_a) - 1 for t_a, t_b in times))
 
 
 def verdict(ratio, band):
