@@ -162,7 +162,7 @@ def load():
         state = state_dict_of(reader, config)
         ckpt = {"config": dataclasses.asdict(config), "state_dict": state}
         keep(saved / "llama.pt", lambda tmp: torch.save(ckpt, tmp))
-    with torch.device("meta"):  # no random weights drawn only to be overwritten (0.7 s)
+    with torch.device("meta"):  # no random weights drawn only to be overwritten
         model = Llama(config)
     model.load_state_dict(state, assign=True)  # the loaded tensors themselves become the weights
     model.lm_head.weight = model.wte.weight  # tied again: assign set each name on its own

@@ -54,4 +54,19 @@ def frequent_first_only(context, gamma):
     return out
 
 
-more_wrong = [tie_largest_id, frequent_first_only]  # found by a review (tests/test_exercises.py)
+def tie_last_seen(context, gamma):
+    """Wrong: ties go to the follower seen last anywhere in the context, not to the one that
+    followed the current token most recently."""
+    out, last = [], context[-1]
+    while len(out) < gamma:
+        seen = [b for a, b in zip(context, context[1:]) if a == last]
+        if not seen:
+            break
+        last_seen = {t: max(i for i, c in enumerate(context) if c == t) for t in seen}
+        last = max(seen, key=lambda t: (seen.count(t), last_seen[t]))
+        out.append(last)
+    return out
+
+
+more_wrong = [tie_largest_id, frequent_first_only, tie_last_seen]  # found by reviews
+# (tests/test_exercises.py)

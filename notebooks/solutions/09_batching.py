@@ -45,4 +45,33 @@ def zipped(decode_batch, prompts, n):
     return result
 
 
-more_wrong = [only_longest, zipped]  # the check must reject these too (tests/test_exercises.py)
+def last_difference(decode_batch, prompts, n):
+    """Wrong: the loop records every position that differs and keeps the last (no break)."""
+    outs = decode_batch(prompts, n)
+    result = []
+    for o, p in zip(outs, prompts):
+        alone, found = decode_batch([p], n)[0].tokens, None
+        for i, (a, b) in enumerate(zip(o.tokens, alone)):
+            if a != b:
+                found = i
+        short = len(o.tokens) != len(alone)
+        result.append(min(len(o.tokens), len(alone)) if found is None and short else found)
+    return result
+
+
+def length_first(decode_batch, prompts, n):
+    """Wrong: a row of another length is reported at the shorter length before any token is
+    compared, so a row wrong early and also short is reported late."""
+    outs = decode_batch(prompts, n)
+    result = []
+    for o, p in zip(outs, prompts):
+        alone = decode_batch([p], n)[0].tokens
+        if len(o.tokens) != len(alone):
+            result.append(min(len(o.tokens), len(alone)))
+        else:
+            result.append(first_wrong(o.tokens, alone))
+    return result
+
+
+more_wrong = [only_longest, zipped, last_difference, length_first]  # the check rejects these too
+# (tests/test_exercises.py)
