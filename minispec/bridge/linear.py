@@ -5,14 +5,16 @@ kernels as well as of the hardware. Three kernels for the same y = x W^T, measur
 a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceiling.md):
 - torch's nn.Linear (MKL): its one-token product (a matrix-vector product, gemv) ran on one of the
   two cores, 1.70-2.0 times the packed step, and its x W^T over 2 to 4 tokens cost 1.6 to 1.7 steps
-  (figures/real_model_2threads.md);
+  (figures/real_model_2threads.md); on another CPU, an Intel Xeon with AMX, it made the faster
+  one-token step: 0.57 times the packed one in figures/real_model_intel.md, 50-53 ms against
+  56-65 ms timed by hand, so the default below is not the fastest kernel on every CPU;
 - "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: 0.88 to
   1.25 steps up to 4 tokens, but 1.6-2.1 for 8 and 2.3-3.3 for 12;
 - "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
-  blocked layout: a step no slower, v(8) 1.15-1.5 and v(16) 1.43-2.1, and a prompt's forward in
-  about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs, against 9.7-12.0 with
-  "columns"). The curve of a memory-bound model: the extra tokens reuse the weights already
-  read, so 8 tokens cost 1.15-1.5 steps, not 8.
+  blocked layout: a step no slower on those runs' CPU, v(8) 1.15-1.5 and v(16) 1.43-2.1, and a
+  prompt's forward in about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs,
+  against 9.7-12.0 with "columns"). The curve of a memory-bound model: the extra tokens reuse
+  the weights already read, so 8 tokens cost 1.15-1.5 steps, not 8.
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
