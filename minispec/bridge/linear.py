@@ -9,7 +9,8 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   one-token step: 0.57 times the packed one in figures/real_model_intel.md, 50-53 ms against
   56-65 ms timed by hand, so the default below is not the fastest kernel on every CPU;
 - "columns": the same sum as (W X^T)^T through MKL, one token fed as two columns: 0.88 to
-  1.25 steps up to 4 tokens, but 1.6-2.1 for 8 and 2.3-3.3 for 12;
+  1.25 steps up to 4 tokens, but 1.6-2.1 for 8 and 2.3-3.3 for 12 (on the Intel Xeon: flat up
+  to 16 tokens, v(16) 1.09, but from an 82.2 ms step);
 - "packed", the default: oneDNN, with the weight packed once, at the first call, into its own
   blocked layout: a step no slower on those runs' CPU, v(8) 1.15-1.5 and v(16) 1.43-2.1, and a
   prompt's forward in about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs,
