@@ -181,6 +181,16 @@ def test_the_batching_benchmark_runs_on_smollm2(smol, script, capsys):
     assert len(rows) == 2 and all(line.rstrip().endswith("| 0 |") for line in rows)  # != AR: none
 
 
+def test_the_kernel_baseline_times_both_kernels(smol, prompts, script):
+    """benchmarks/kernel_baseline.py's times(): greedy and lookup under "packed" and "mixed"
+    (nn.Linear for one token), each kernel's lookup checked against its greedy inside."""
+    model, _ = smol
+    out = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1)
+    assert list(out) == ["packed", "mixed"]
+    assert out["packed"][2] == out["mixed"][2] and len(out["packed"][2]) == 6
+    assert all(t > 0 for greedy, lookup, _ in out.values() for t in (greedy, lookup))
+
+
 class FixedQ(ms.Drafter):
     """Draws one token from a fixed q (uniform over a few ids): a draft far from p, so that both
     the acceptance min(1, p/q) and the residual norm(max(0, p - q)) are exercised."""

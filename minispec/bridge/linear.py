@@ -30,7 +30,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn as nn
 
-KERNELS = ("packed", "columns", "torch")
+KERNELS = ("packed", "columns", "torch", "mixed")
 _kernel = "packed"  # what every Linear computes now (see `kernel`)
 _packing_works = None  # None: not tried yet; then whether oneDNN packed and multiplied here
 
@@ -49,6 +49,14 @@ def packing_works():
     return _packing_works
 
 
+def torch_product(x):
+    """Whether the kernel now computes x W^T with nn.Linear's own forward: "torch" always, "mixed"
+    for one token (a gemv), "packed" and "mixed" off the CPU."""
+    if _kernel == "torch" or (_kernel == "mixed" and x.numel() == x.shape[-1]):
+        return True
+    return _kernel != "columns" and x.device.type != "cpu"
+
+
 class Linear(nn.Linear):
     """nn.Linear without a bias: y = x W^T, through oneDNN on a packed copy of W (see the module's
     docstring), else as (W X^T)^T with X's rows the tokens, at least two of them (one token goes
@@ -62,10 +70,10 @@ class Linear(nn.Linear):
         self._packed, self._packed_from = None, None
 
     def forward(self, x):
-        if _kernel == "torch" or (_kernel == "packed" and x.device.type != "cpu"):  # a GPU: cuBLAS
+        if torch_product(x):  # "torch"; "mixed" for one token; off the CPU (cuBLAS on a GPU)
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
-        packed = self.packed_weight(x) if _kernel == "packed" else None
+        packed = self.packed_weight(x) if _kernel != "columns" else None
         if packed is not None:
             y = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
         else:
@@ -101,8 +109,9 @@ class Linear(nn.Linear):
 @contextmanager
 def kernel(name):
     """Inside `with kernel(name):` every Linear computes its product with kernel `name`: "packed"
-    (the default), "columns" or "torch" (nn.Linear's own forward, a gemv for one token), to time
-    the kernels on the same model."""
+    (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token) or "mixed"
+    (nn.Linear's for one token, packed for more: the faster of each on the Intel Xeon of
+    figures/real_model_intel.md, benchmarks/kernel_baseline.py), to time kernels on one model."""
     global _kernel
     if name not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
