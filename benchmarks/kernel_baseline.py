@@ -9,9 +9,10 @@ nn.Linear did, while packing still made the cheaper call over 4 tokens. "mixed" 
 nn.Linear for one token, packed for more. A speedup is only as honest as its baseline, so for each
 prompt of benchmarks/real_model.py (9 copy-heavy, 3 free writing; temperature 0, stopping at
 <|im_end|>) this times generate against speculative_generate with prompt lookup (gamma 3) under
-each kernel, paired and alternating (kit.timing.paired, the best of --repeats a side), checks that
-all four decodes give the same tokens, and reports lookup against the faster of the two greedy
-baselines as well as against its own kernel's.
+each kernel, paired and alternating (kit.timing.paired, the best of --repeats a side), stops if
+a kernel's lookup differs from its greedy decode, says so if the two kernels' greedy decodes differ
+(a float near-tie), and reports lookup against the faster of the two greedy baselines as well as
+against its own kernel's.
 """
 import argparse
 import statistics
