@@ -72,7 +72,8 @@ def time_rows(autoregressive, methods, repeats, pairs=2):
 
 def verdicts(rows):
     """name -> (verdict, band, the other rows that did the same work). Rows of equal work share one
-    verdict: their median speedup against a band that holds each of them (their spread is noise)."""
+    verdict: their median speedup against a band that holds each of them (their spread is noise),
+    two-sided as timing.noise_band's: a ratio r from the median m widens it to max(r/m, m/r) - 1."""
     groups = {}
     for row in rows:
         groups.setdefault(row.work, []).append(row)
@@ -80,7 +81,7 @@ def verdicts(rows):
     for group in groups.values():
         ratios = [row.ratio for row in group]
         mid = statistics.median(ratios)
-        band = max([row.band for row in group] + [abs(r / mid - 1) for r in ratios])
+        band = max([row.band for row in group] + [max(r / mid, mid / r) - 1 for r in ratios])
         for row in group:
             others = [o.name for o in group if o is not row]
             out[row.name] = (timing.verdict(mid, band), band, others)
