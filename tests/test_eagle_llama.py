@@ -15,7 +15,7 @@ import torch
 import minispec as ms
 from minispec.bridge.llama import Llama, LlamaCache, LlamaConfig
 from minispec.drafters import PromptLookupDrafter
-from minispec.methods import EagleDrafter, FallbackDrafter
+from minispec.methods import EagleDrafter, EarlyExitDrafter, FallbackDrafter
 from minispec.methods.eagle_llama import EagleLlamaDrafter, EagleLlamaHead
 from minispec.tree import Tree
 from test_llama import random_llama
@@ -47,6 +47,22 @@ def test_greedy_equals_generate_and_drafts_only_kept_ids():
     both = FallbackDrafter(PromptLookupDrafter(min_n=2), eagle)
     assert ms.speculative_generate(model, both, prompt, 24, gamma=4).tokens == ref
 
+
+
+def test_eagle_beside_a_drafter_that_runs_the_targets_blocks():
+    """The head reads the target's block outputs through hooks. Early exit runs the blocks below
+    its exit once a draft step and again in its score, so the hook saw several calls a round; it
+    kept the last one and FallbackDrafter(eagle, early exit) raised "the target's blocks saw other
+    rows than it scored" in its first round (a review, on SmolLM2 and here)."""
+    model = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2, seed=2, block_size=64)
+    prompt = [3, 5, 7, 3, 5, 1, 2, 9, 4, 4, 6]
+    ref = ms.generate(model, prompt, 24).tokens
+    for first in (True, False):
+        eagle = EagleLlamaDrafter(random_head(model, list(range(16))))
+        exit_ = EarlyExitDrafter(model, k=1)  # block 0 below the exit, block 1 above it
+        both = FallbackDrafter(eagle, exit_) if first else FallbackDrafter(exit_, eagle)
+        res = ms.speculative_generate(model, both, prompt, 24, gamma=3)
+        assert res.tokens == ref and res.stats.drafted > 0
 
 def test_the_unroll_equals_drafting_step_by_step():
     """scripts/train_eagle_smollm2.py's training-time test: step j of the unroll at position t is

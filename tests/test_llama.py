@@ -5,6 +5,7 @@ The real SmolLM2 is tested in test_smollm2.py."""
 import copy
 import importlib.util
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,6 +106,23 @@ def test_packed_linear_repacks_when_the_weight_changes():
     ours(x).sum().backward()
     assert torch.allclose(ours.weight.grad, x.sum(0).expand(48, 64))
 
+
+
+@pytest.mark.skipif(not packing_works(), reason="this torch has no oneDNN packed linear")
+def test_a_new_weight_at_the_old_ones_address_is_packed_again():
+    """The packed copy was keyed by W's address and version: a new W that the allocator put at a
+    freed W's address, at version 0, was taken for the old one and the old product came back (a
+    review: 8 of 20 runs after `del lin.weight` and a new Parameter). Here the address is shared
+    on purpose: two Parameters over one numpy buffer, the second made after the buffer changed."""
+    buffer = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    ours, x = Linear(16, 8), torch.randn(3, 16)
+    with torch.no_grad():
+        ours.weight = torch.nn.Parameter(torch.from_numpy(buffer))
+        first, address = ours(x), ours.weight.data_ptr()
+        buffer *= -1  # not through torch: no version counter sees it
+        ours.weight = torch.nn.Parameter(torch.from_numpy(buffer))
+        assert ours.weight.data_ptr() == address and ours.weight._version == 0
+        assert torch.allclose(ours(x), -first, atol=1e-5)
 
 @pytest.mark.skipif(not packing_works(), reason="this torch has no oneDNN packed linear")
 def test_packed_kernel_keeps_a_real_sized_product():

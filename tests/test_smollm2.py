@@ -148,6 +148,12 @@ def test_decode_refuses_ids_outside_the_vocabulary(smol):
 
     with pytest.raises(ValueError, match="each token id"):
         tok.decode([1.5])  # read as id 1 (stop 53)
+    assert tok.decode(torch.tensor(tok.encode("Hello"))) == "Hello"  # a 1-d tensor is a list
+    for ids in (5, None, torch.tensor(5), torch.tensor([[5]])):  # a TypeError from inside, once
+        with pytest.raises(ValueError, match="decode takes a list of token ids"):
+            tok.decode(ids)
+    with pytest.raises(ValueError, match="encode takes one text"):  # was a list of lists
+        tok.encode(["a", "b"])
 
 
 def test_chat_refuses_messages_it_cannot_template(smol):

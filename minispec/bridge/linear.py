@@ -25,6 +25,7 @@ by 526 MiB over its first decode, measured once by hand with psutil). Where oneD
 weight is not float32 on the CPU, or autograd needs the product, Linear computes "columns", the
 same sum.
 """
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -92,10 +93,12 @@ class Linear(nn.Linear):
             return None
         if not packing_works():
             return None
-        source = (w.data_ptr(), None if w.is_inference() else w._version)
-        if self._packed_from != source:
+        version = None if w.is_inference() else w._version
+        made = self._packed_from  # (a weak reference to the W packed, its version), or None
+        # W is known by object, not by address: a new W can take a freed one's, at version 0
+        if made is None or made[0]() is not w or made[1] != version:
             self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
-            self._packed_from = source
+            self._packed_from = (weakref.ref(w), version)
         return self._packed
 
     def __getstate__(self):

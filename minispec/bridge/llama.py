@@ -43,7 +43,7 @@ class LlamaConfig:
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
                      "n_hidden"):
-            whole(getattr(self, name), name)
+            setattr(self, name, whole(getattr(self, name), name))  # 8.0 -> 8
         base, eps = real(self.rope_base, "rope_base"), real(self.norm_eps, "norm_eps")
         if not (0 < base < float("inf") and 0 <= eps < float("inf")):  # nan fails both
             raise ValueError(f"need rope_base > 0 and norm_eps >= 0, both finite, got "
@@ -197,9 +197,9 @@ class Llama(nn.Module):
 
     def embed(self, idx, pos):
         """Token ids (B, T) -> h_0 (B, T, C). No position is added: blocks rotate by `pos`."""
-        if pos.numel() and int(pos.max()) >= self.config.block_size:
-            raise ValueError(f"position {int(pos.max())} exceeds block_size="
-                             f"{self.config.block_size}")
+        if pos.numel() and not 0 <= int(pos.min()) <= int(pos.max()) < self.config.block_size:
+            raise ValueError(f"positions {int(pos.min())}..{int(pos.max())} must lie in "
+                             f"[0, block_size={self.config.block_size})")
         if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
             raise ValueError(f"a token id is outside the vocabulary [0, {self.config.vocab_size})")
         return self.wte(idx)
@@ -217,6 +217,11 @@ class Llama(nn.Module):
                              f"needed (block_size={self.config.block_size})")
         if pos is None:
             pos = torch.arange(start, start + x.shape[1], device=x.device)
+        if pos.shape[-1] != x.shape[1]:
+            raise ValueError(f"pos has {pos.shape[-1]} positions for {x.shape[1]} tokens: one each")
+        if cache is not None and cache.k.shape[1] != len(x):
+            raise ValueError(f"the KV cache has {cache.k.shape[1]} rows, the input {len(x)}: "
+                             f"model.new_cache(batch_size={len(x)})")
         cos, sin = self.rotary(pos, x.dtype)
         T, S = x.shape[1], start + x.shape[1]
         if mask is None and 1 < T < S:  # causal, once for all blocks: query i sees keys <= its own
@@ -230,7 +235,8 @@ class Llama(nn.Module):
     def features(self, idx, cache=None, pos=None, mask=None):
         """idx (B, T) -> ln_f(h_N) (B, T, C); pos and mask as in GPT.features (a token tree)."""
         start = cache.length if cache is not None else 0
-        if not (torch.is_tensor(idx) and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
+        ints = torch.is_tensor(idx) and not (idx.is_floating_point() or idx.dtype == torch.bool)
+        if not (ints and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
             raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r}")
         if pos is None:
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)

@@ -124,9 +124,15 @@ class Tokenizer:
         return self.chat([{"role": "user", "content": text}])
 
     def encode(self, text):
+        if not isinstance(text, str):  # a list of texts would come back as a list of lists
+            raise ValueError(f"encode takes one text (a str), got a {type(text).__name__}")
         return self.hf(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids):
+        if getattr(ids, "ndim", 1) == 1 and hasattr(ids, "tolist"):  # a 1-d tensor or array
+            ids = ids.tolist()
+        if not isinstance(ids, (list, tuple)):
+            raise ValueError(f"decode takes a list of token ids, got {ids!r}")
         V = len(self.hf)  # transformers drops ids outside it silently, and reads 1.5 as 1
         return self.hf.decode([whole(i, f"each token id (vocabulary of {V})", 0, V) for i in ids])
 

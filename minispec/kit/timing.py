@@ -114,9 +114,8 @@ class Comparison:
 def compare(base, method, items, repeats=3, band=None):
     """Time base(item) against method(item) for each item with `paired` -> a Comparison (print it
     for "median (min-max): verdict, faster on k of n prompts (noise band)"). band: a noise band
-    measured earlier in the same run; by default it is measured here, across the items: base(item)
-    timed against itself once for each item, the largest |ratio - 1|, at least BAND_FLOOR (as many
-    runs as the old three self-pairs on the first item, for three items)."""
+    measured earlier in the same run; by default measured here: base(item) timed against itself
+    once for each item, the largest max(r, 1/r) - 1, at least BAND_FLOOR (`noise_band`)."""
     items = list(items)
     if not items:
         raise ValueError("compare needs at least one item to time")
@@ -186,7 +185,7 @@ def round_line(parts, tokens, band):
     line adding them up. A round that costs more steps than its tokens is a slowdown: said as one
     only beyond the noise band (tokens / cost < 1 - band, as `verdict` reads a speedup), else as
     within it; either way the line names the round's largest part."""
-    cost = sum(parts.values())
+    cost = sum(round(part, 2) for part in parts.values())  # the sum of the parts printed
     line = (f"a round: drafting {parts['draft']:.2f} + verification call {parts['score']:.2f} + "
             f"the rest of the loop {parts['rest']:.2f} = {cost:.2f} autoregressive steps, "
             f"for {tokens:.2f} tokens")
@@ -223,6 +222,7 @@ def call_costs(calls, reps=25, batch_size=1, warmup=1):
     land on one and bend a ratio such as v(k) = t(k) / t(1) or c = t(draft) / t(target)).
     `warmup` sweeps, then `reps` timed ones; calls on one model after one context share a cache."""
     reps, warmup = whole(reps, "reps"), whole(warmup, "warmup", low=0)
+    batch_size = whole(batch_size, "batch_size")  # 0 timed an empty forward
     calls = {name: (model, whole(k, "k"), whole(context, "context", low=0))
              for name, (model, k, context) in calls.items()}
     if not calls:

@@ -154,9 +154,9 @@ class EagleLlamaDrafter(Drafter):
     def watch(self, i):
         me = weakref.ref(self)  # the target's hook must not keep a finished drafter alive
 
-        def hook(module, inputs, output):  # the residual stream after block i, this call's rows
-            if me() is not None:
-                me().seen[i] = output
+        def hook(module, inputs, output):  # the residual stream after block i, every call's rows
+            if me() is not None:  # (early exit runs the low blocks once a draft step, then scores)
+                me().seen.setdefault(i, []).append(output)
         return self.model.h[i].register_forward_hook(hook)
 
     def reset(self, target, cache):
@@ -200,7 +200,8 @@ class EagleLlamaDrafter(Drafter):
         root = len(hidden) - len(tree.tokens) - 1
         self.cache.crop(self.n_ctx)  # drop the drafted entries
         rows = list(range(root + 1)) + [root + 1 + i for i in path]
-        low, mid = (self.seen[i][0] for i in self.head.layers)
+        low, mid = (torch.cat(self.seen[i], 1)[0, -len(hidden):] for i in self.head.layers)
+        self.seen = {}  # the rows scored are the last ones the blocks saw since the last round
         if len(low) != len(hidden):
             raise ValueError("the target's blocks saw other rows than it scored: one target, one "
                              "drafter per generation")

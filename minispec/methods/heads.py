@@ -53,6 +53,8 @@ class MedusaHeads(nn.Module):
 
 def load_heads(model, name="medusa"):
     """The shipped heads on `model`: "medusa", "hydra" (sequential), or a saved file's path."""
+    if not isinstance(name, (str, Path)):  # Path(None) is a TypeError
+        raise ValueError(f"name must be 'medusa', 'hydra' or a file's path, got {name!r}")
     path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else Path(name)
     if not path.exists():
         raise ValueError(f"no heads {name!r}: the shipped heads are 'medusa' and 'hydra', or give "

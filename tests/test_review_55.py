@@ -1,0 +1,63 @@
+"""A review of stop 55 (bad input to the real model's classes and the timing kit): each case
+crashed with a TypeError or a RuntimeError from inside torch, or ran with no word; now a
+ValueError names the problem, or the input is read as it was meant."""
+import pytest
+import torch
+
+import minispec as ms
+from minispec.bridge.llama import Llama, LlamaConfig
+from minispec.kit import timing
+
+SMALL = dict(n_layer=1, n_head=2, n_kv_head=1, n_embd=8, n_hidden=16, block_size=32)
+
+
+def test_a_whole_float_in_the_config_is_stored_as_an_int():
+    """LlamaConfig checked vocab_size=8.0 and kept the float: Llama(config) raised a TypeError
+    from torch.empty."""
+    config = LlamaConfig(vocab_size=8.0, **SMALL)
+    assert type(config.vocab_size) is int and config.vocab_size == 8
+    assert Llama(config)(torch.tensor([[1, 2]])).shape == (1, 2, 8)
+
+
+@pytest.fixture
+def llama():
+    torch.manual_seed(0)
+    return Llama(LlamaConfig(vocab_size=8, **SMALL)).eval()
+
+
+@pytest.mark.parametrize("bad, says", [
+    (lambda m: m(torch.tensor([[1.0, 2.0]])), "token ids"),  # floats: an embedding's RuntimeError
+    (lambda m: m(torch.tensor([[True, False]])), "token ids"),
+    (lambda m: m(torch.tensor([[1, 2], [3, 4]]), m.new_cache()), "new_cache\\(batch_size=2\\)"),
+    (lambda m: m(torch.tensor([[1, 2, 3]]), pos=torch.arange(2)), "2 positions for 3 tokens"),
+    (lambda m: m(torch.tensor([[1, 2]]), pos=torch.tensor([-1, 0])), "must lie in"),  # silent
+    (lambda m: m(torch.tensor([[1, 2]]), pos=torch.tensor([0, 32])), "block_size=32"),
+])
+def test_bad_input_to_the_llama_is_named(llama, bad, says):
+    with pytest.raises(ValueError, match=says):
+        bad(llama)
+
+
+def test_a_cache_of_the_right_rows_and_explicit_positions_still_work(llama):
+    """The checks above refuse nothing the loop sends: two rows on a two-row cache, and a chain's
+    own positions given explicitly, give the logits of the default."""
+    x = torch.tensor([[1, 2, 3], [3, 2, 1]])
+    with torch.no_grad():
+        want = llama(x)
+        assert torch.equal(llama(x, llama.new_cache(batch_size=2)), want)
+        assert torch.equal(llama(x, pos=torch.arange(3)), want)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, "2"])
+def test_call_costs_checks_its_batch_size(llama, batch_size):
+    """batch_size=0 timed an empty forward and returned a number; -1, 2.5 and "2" raised from
+    torch.zeros."""
+    with pytest.raises(ValueError, match="batch_size"):
+        timing.step_costs(llama, [1, 2], context=4, reps=1, batch_size=batch_size)
+
+
+
+def test_load_heads_names_a_name_that_is_no_path():
+    """load_heads(target, None) raised a TypeError from pathlib."""
+    with pytest.raises(ValueError, match="'medusa', 'hydra' or a file's path"):
+        ms.load_heads(ms.load_model("target"), None)
