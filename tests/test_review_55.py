@@ -61,3 +61,15 @@ def test_load_heads_names_a_name_that_is_no_path():
     """load_heads(target, None) raised a TypeError from pathlib."""
     with pytest.raises(ValueError, match="'medusa', 'hydra' or a file's path"):
         ms.load_heads(ms.load_model("target"), None)
+
+
+def test_verdict_reads_the_band_both_ways():
+    """noise_band is two-sided (max(r, 1/r) - 1), but verdict called slower only below 1 - band:
+    0.905x, the method's time 10.5% over the base's, was "the same" against a 10% band, while
+    1.105x was "faster". Now each is judged by how far its time lands from the base's; rows of
+    equal work in the demo share a two-sided band too (demo.verdicts)."""
+    assert timing.verdict(0.905, 0.1) == "slower" and timing.verdict(1.105, 0.1) == "faster"
+    assert timing.verdict(1 / 1.099, 0.1) == timing.verdict(1.099, 0.1) == "the same (within noise)"
+    cost = 1.33 * 1.105  # a round's steps 10.5% over its tokens: a slowdown beyond 10%
+    assert "costs more steps than" in timing.round_line({"draft": 0, "score": cost, "rest": 0},
+                                                        1.33, 0.1)

@@ -94,6 +94,29 @@ def exact_law(fn):
         return enumerate_draws(fn)
 
 
+def own_rule(fn):
+    """fn, with the package's verifiers refusing to run while it runs: an exercise that asks for
+    the rule written by hand rejects a call to them (notebook 02's once passed them)."""
+    import minispec
+    from minispec import verify
+
+    def guarded(*args, **kwargs):
+        with contextlib.ExitStack() as refusals:
+            for owner in (minispec, verify):
+                for name in ("speculative_accept", "multi_draft_accept", "verify_tree"):
+                    stand_in = refused_rule(f"{owner.__name__}.{name}")
+                    refusals.enter_context(mock.patch.object(owner, name, stand_in))
+            return fn(*args, **kwargs)
+    return guarded
+
+
+def refused_rule(name):
+    """A stand-in for a package verifier inside own_rule: calling it fails the exercise."""
+    def rule(*args, **kwargs):
+        raise AssertionError(f"write the rule yourself: {name} is the package's own")
+    return rule
+
+
 def refused(name):
     """A stand-in for a draw that exact_law cannot enumerate: calling it raises."""
     def draw(*args, **kwargs):

@@ -68,7 +68,7 @@ def verdict(ratio, band):
         raise ValueError(f"ratio must be a speedup > 0 (base time / method time), got {ratio!r}")
     if ratio > 1 + band:
         return "faster"
-    if ratio < 1 - band:
+    if ratio * (1 + band) < 1:  # two-sided as noise_band: 1 / ratio > 1 + band (0.9x: 11% slower)
         return "slower"
     return "the same (within noise)"
 
@@ -183,7 +183,7 @@ def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, 
 def round_line(parts, tokens, band):
     """A round's cost {draft, score, rest} in autoregressive steps and the tokens it yields -> a
     line adding them up. A round that costs more steps than its tokens is a slowdown: said as one
-    only beyond the noise band (tokens / cost < 1 - band, as `verdict` reads a speedup), else as
+    only beyond the noise band (cost / tokens > 1 + band, as `verdict` reads a speedup), else as
     within it; either way the line names the round's largest part."""
     cost = sum(round(part, 2) for part in parts.values())  # the sum of the parts printed
     line = (f"a round: drafting {parts['draft']:.2f} + verification call {parts['score']:.2f} + "
@@ -191,7 +191,7 @@ def round_line(parts, tokens, band):
             f"for {tokens:.2f} tokens")
     if cost > tokens:
         names = {"draft": "drafting", "score": "the verification call", "rest": "the rest"}
-        said = ("costs more steps than the tokens it yields" if tokens < cost * (1 - band) else
+        said = ("costs more steps than the tokens it yields" if cost > tokens * (1 + band) else
                 f"costs about as many steps as the tokens it yields (within the noise band "
                 f"+-{band:.0%})")
         line += f"\n  -> a round {said}; its largest part is {names[max(parts, key=parts.get)]}"

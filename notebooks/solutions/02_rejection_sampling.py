@@ -9,10 +9,11 @@ def solution(x, p, generator):
     """A guess is a draw from the one-hot q on x: the lossless rule keeps it w.p.
     min(1, p(x) / 1) = p(x) and otherwise samples from the residual norm(max(0, p - onehot(x))),
     which is p without x, renormalized."""
-    q = torch.zeros_like(p)
-    q[x] = 1.0
-    n, tok = ms.speculative_accept([x], q[None], torch.stack([p, p]), generator)
-    return (True, x) if n == 1 else (False, tok)
+    if torch.rand((), generator=generator) < p[x]:
+        return True, x
+    r = p.clone()
+    r[x] = 0.0  # max(0, p - onehot(x)): p without x
+    return False, ms.sample(r / r.sum(), generator)
 
 
 def wrong(x, p, generator):
@@ -30,7 +31,16 @@ def global_rng(x, p, generator):
     return y == x, y
 
 
-more_wrong = [global_rng]  # found by a review: the check must reject these too (test_exercises.py)
+def package_verifier(x, p, generator):
+    """Wrong for this exercise, right in law: the package's verifier does the work the exercise
+    asks the reader to write (the reference solution once did this, and the check passed it)."""
+    q = torch.zeros_like(p)
+    q[x] = 1.0
+    n, tok = ms.speculative_accept([x], q[None], torch.stack([p, p]), generator)
+    return (True, x) if n == 1 else (False, tok)
+
+
+more_wrong = [global_rng, package_verifier]  # found by reviews: the check must reject these too
 
 
 # Exercise "the rule": accept(draft_tokens, q, p, generator) -> (n accepted, the target's token).
@@ -109,5 +119,11 @@ def global_rng_rule(draft_tokens, q, p, generator):
     return len(draft_tokens), ms.sample(p[-1], generator)
 
 
+def package_rule(draft_tokens, q, p, generator):
+    """Wrong for this exercise, right in law: the package's rule, which the exercise says not to
+    use (the check once passed it)."""
+    return ms.speculative_accept(list(draft_tokens), q, p, generator)
+
+
 more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
-                   global_rng_rule]
+                   global_rng_rule, package_rule]

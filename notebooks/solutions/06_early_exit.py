@@ -24,4 +24,12 @@ def one_call_per_position(model, ids, guess):
     return [ms.generate(model, list(ids) + list(guess[:j]), 1).tokens[0] for j in range(len(guess))]
 
 
-more_wrong = [one_call_per_position]  # a review found it: the check must reject it too
+def another_copy_of_the_model(model, ids, guess):
+    """Wrong: one pass per position on a second copy of the target, which the check's hook on the
+    given model did not see (it asked for at most one pass; now exactly one, on `model`)."""
+    import minispec as ms
+    other = ms.load_model("target")
+    return one_call_per_position(other, ids, guess)
+
+
+more_wrong = [one_call_per_position, another_copy_of_the_model]  # reviews found them
