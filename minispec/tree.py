@@ -122,8 +122,8 @@ def check_tree_options(branching, width, score_temperature, replacement=True):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching!r}")
     if not isinstance(replacement, bool):  # torch.multinomial takes only a bool
         raise ValueError(f"replacement must be True or False, got {replacement!r}")
-    if not real(score_temperature, "score_temperature") > 0:
-        raise ValueError(f"score_temperature must be > 0, got {score_temperature}")
+    if not 0 < real(score_temperature, "score_temperature") < float("inf"):
+        raise ValueError(f"score_temperature must be finite and > 0, got {score_temperature}")
     width = None if width is None else whole(width, "width")
     return branching and tuple(whole(k, "every branching[d]") for k in branching), width
 
@@ -168,7 +168,7 @@ def grow_tree(expand, context, gamma, branching=(4, 2, 2, 1), width=None, temper
                 break
             q = probs(lg, temperature, top_k, top_p).cpu()
             if temperature == 0:
-                draws = c.topk(min(n, len(c))).indices.tolist()  # k <= V
+                draws = lg.topk(min(n, len(lg))).indices.tolist()  # raw: c may underflow to ties
             else:  # without replacement: at most the tokens q can still give
                 n = n if replacement else min(n, int((q > 0).sum()))
                 draws = torch.multinomial(q, n, replacement, generator=generator).tolist()

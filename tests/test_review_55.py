@@ -73,3 +73,45 @@ def test_verdict_reads_the_band_both_ways():
     cost = 1.33 * 1.105  # a round's steps 10.5% over its tokens: a slowdown beyond 10%
     assert "costs more steps than" in timing.round_line({"draft": 0, "score": cost, "rest": 0},
                                                         1.33, 0.1)
+
+
+def test_tree_children_come_from_the_logits_not_an_underflowed_softmax():
+    """score_temperature 0.01 turned the draft's softmax into exact zeros past its top token, and
+    the children at temperature 0 were the zeros' first ids, [10, 1, 3, 0], not the draft's
+    top 4; score_temperature=inf was accepted."""
+    draft, ids = ms.load_model("draft"), ms.encode("def f(x):")
+    with torch.inference_mode():
+        top = draft(torch.tensor([ids]))[0, -1].topk(4).indices.tolist()
+    for t in (0.01, 1.0):
+        tree = ms.ModelDrafter(draft, branching=(4,), score_temperature=t).draft(ids, 4)
+        assert tree.tokens == top
+    with pytest.raises(ValueError, match="score_temperature must be finite"):
+        ms.ModelDrafter(draft, branching=(4,), score_temperature=float("inf"))
+
+
+def test_typical_accept_checks_its_parameters():
+    """delta=-1 made the threshold negative: every candidate was kept, a token p gives 0 among
+    them (a decode emitted one); a candidate of -1 came back as the token."""
+    from minispec.methods import typical_accept
+    p = torch.tensor([0.5, 0.5, 0.0])
+    with pytest.raises(ValueError, match="eps and delta"):
+        typical_accept([2], None, p, delta=-1.0)
+    for bad in ([-1], [3]):
+        with pytest.raises(ValueError, match="each candidate"):
+            typical_accept(bad, None, p)
+    assert typical_accept([1], None, p) == 1
+
+
+def test_fallback_refuses_one_drafter_twice():
+    """FallbackDrafter(d, d) drafted twice a round (then = first) and kept up twice: EAGLE's
+    features were doubled and the loop raised a size mismatch."""
+    d = ms.load_drafter("eagle", ms.load_model("target"))
+    with pytest.raises(ValueError, match="the same drafter"):
+        ms.FallbackDrafter(d, d)
+
+
+def test_prompts_are_as_long_as_asked_or_refused():
+    """data.prompts(3, length=20000) gave prompts of 18,532 and 17,233 bytes."""
+    with pytest.raises(ValueError, match="bytes left in its file"):
+        ms.data.prompts(3, length=20000)
+    assert {len(p) for p in ms.data.prompts(8)} == {128}

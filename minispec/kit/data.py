@@ -38,6 +38,9 @@ def prompts(n=8, length=128, offset=0):
     for i in range(offset, offset + n):
         data = files[i % len(files)]
         start = data.index(b"\n", len(data) * (1 + i // len(files)) // 4) + 1
+        if start + length > len(data):  # a shorter prompt would break the promise above
+            raise ValueError(f"prompt {i}: {len(data) - start} bytes left in its file, "
+                             f"not {length}")
         out.append(list(data[start:start + length]))
     return out
 

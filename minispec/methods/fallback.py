@@ -15,6 +15,8 @@ class FallbackDrafter(Drafter):
         if not (isinstance(first, Drafter) and isinstance(then, Drafter)):
             raise ValueError(f"first and then must be Drafters or GPTs, got "
                              f"{type(first).__name__} and {type(then).__name__}")
+        if first is then:  # it would draft twice a round, and keep up twice with the target
+            raise ValueError("first and then are the same drafter: give two, or use it alone")
         self.first = first
         self.then = then
         self.then_gamma = None if then_gamma is None else whole(then_gamma, "then_gamma (or None)")
