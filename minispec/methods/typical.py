@@ -11,11 +11,17 @@ def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.
     """LOSSY (Medusa, Cai et al. 2024, with its code's eps and delta): keep the first candidate
     with p(x) > min(eps, delta * exp(-H(p))), else sample from p. Faster on high-entropy text;
     the output no longer follows p. It reads neither q nor how the candidates were drawn."""
+    candidates = checked(candidates, p, eps, delta)  # else a ValueError
+    entropy = -(p * p.clamp(min=1e-30).log()).sum()
+    ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
+    return ok[0] if ok else sample(p, generator)
+
+
+def checked(candidates, p, eps, delta):
+    """typical_accept's arguments -> the candidates as ints, or a ValueError naming the bad one
+    (a negative delta kept every candidate, one the target gives 0 among them)."""
     if not (0 < real(eps, "eps") < float("inf") and 0 < real(delta, "delta") < float("inf")):
         raise ValueError(f"eps and delta must be finite and > 0, got {eps} and {delta}")
     if not (torch.is_tensor(p) and p.dim() == 1):
         raise ValueError(f"p must be the target's distribution, a (V,) tensor, got {p!r}")
-    candidates = [whole(c, "each candidate", 0, len(p)) for c in candidates]  # -1, 7: no
-    entropy = -(p * p.clamp(min=1e-30).log()).sum()
-    ok = [x for x in candidates if p[x] > min(eps, delta * float(torch.exp(-entropy)))]
-    return ok[0] if ok else sample(p, generator)
+    return [whole(c, "each candidate", 0, len(p)) for c in candidates]  # -1, 7: no
