@@ -69,7 +69,7 @@ def is_batch(ids):
     if torch.is_tensor(ids):
         return ids.dim() == 2 and len(ids) > 1
     first = ids[0] if isinstance(ids, (list, tuple)) and ids else None
-    return isinstance(first, (list, tuple)) or (torch.is_tensor(first) and first.dim() > 0)
+    return isinstance(first, (list, tuple)) or getattr(first, "ndim", 0) > 0  # numpy's too
 
 
 def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed):

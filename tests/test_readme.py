@@ -17,3 +17,19 @@ def test_readme_examples_run(capsys):
         exec(compile(block, str(README), "exec"), namespace)  # their asserts: greedy equality
     assert namespace["res"].tokens and len(namespace["outs"]) == 2
     assert capsys.readouterr().out  # the first example prints the continuation and tokens per call
+
+
+def lines_in(paths):
+    return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths)
+
+
+def test_the_line_counts_the_readme_states_are_the_package_s():
+    """The README's tour names each subpackage's size; a review found four of them stale."""
+    package, text = README.parent / "minispec", README.read_text().replace(",", "")
+    for sub in ("methods", "batch", "bridge"):
+        said = re.search(rf"\*\*`{sub}/`\*\* \((\d+) lines", text)
+        assert said and int(said[1]) == lines_in((package / sub).glob("*.py")), sub
+    kit = re.search(r"the notebook kit \((\d+) lines", text)
+    assert kit and int(kit[1]) == lines_in((package / "kit").glob("*.py"))
+    total = re.search(r"In all (\d+) lines", text)
+    assert total and int(total[1]) == lines_in(package.rglob("*.py"))

@@ -80,6 +80,8 @@ def feed(model, cache, seqs):
     tokens only) -> ln_f(h_N) (B, T, C) and logits (B, T, V): row b's first len(seqs[b]) are its
     tokens'.
     Example: feed(model, RaggedCache(model.config, 2), [[1, 2, 3], [4]])[1][1, 0]  (after [4])"""
+    if not isinstance(cache, RaggedCache):  # a KVCache has one length for every row
+        raise ValueError(f"feed needs a minispec.batch.RaggedCache, got a {type(cache).__name__}")
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
     L, n, T = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs)

@@ -72,7 +72,8 @@ def from_hf(hf):
     c = hf.config
     ours = [("activation_function", "gelu_new"), ("layer_norm_epsilon", 1e-5), ("n_inner", None),
             ("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
-            ("tie_word_embeddings", True)]  # minispec's GPT has one matrix for wte and lm_head
+            ("tie_word_embeddings", True),  # minispec's GPT has one matrix for wte and lm_head
+            ("add_cross_attention", False)]
     odd = {k: getattr(c, k) for k, ok in ours if getattr(c, k) != ok}
     if odd.get("n_inner") == 4 * c.n_embd:  # the width None stands for, given explicitly
         del odd["n_inner"]

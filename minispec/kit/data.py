@@ -50,12 +50,12 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
     """Bits per byte of every exit of `model` (last entry: the full model) on `data`, over up to
     max_windows non-overlapping windows spread evenly across it (so every held-out file counts)."""
     block_size = whole(block_size, "block_size")
+    weight = model.wte.weight  # the windows, positions and sums follow its device and dtype
+    data = token_ids(data).to(weight.device)  # a list of ids (ms.encode's) or bytes too
     n = min(whole(max_windows, "max_windows"), (len(data) - 1) // block_size)
     if n < 1:
         raise ValueError(f"{len(data)} tokens of data: bits_per_byte needs more than "
                          f"block_size={block_size} (a window and its next token)")
-    weight = model.wte.weight  # the windows, positions and sums follow its device and dtype
-    data = torch.as_tensor(data, device=weight.device)  # a list of ids (ms.encode's) too
     totals = weight.new_zeros(model.config.n_layer)
     for w in range(n):
         s = w * ((len(data) - 1) // n)
@@ -67,6 +67,15 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
     return (totals / n / math.log(2)).tolist()
 
 
+def token_ids(data):
+    """Token ids as a 1-d long tensor: a list, bytes (a byte is its byte-level id) or a tensor."""
+    ids = torch.as_tensor(list(data) if isinstance(data, (bytes, bytearray)) else data)
+    if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+        raise ValueError(f"data must be token ids (a list, bytes or a 1-d integer tensor), got "
+                         f"{ids.dtype} of shape {tuple(ids.shape)}")
+    return ids.long()
+
+
 @torch.no_grad()
 def alignment(target, draft, data=None, block_size=256, windows=32, spread=True):
     """How well a draft matches its target on held-out text -> (top-1 agreement, 1 - TV): the share
@@ -76,7 +85,7 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     held-out text, and the draft's whole block, so every position it meets counts), spread evenly
     over it, or (spread=False) the first ones: with block_size=128, the first 4 KB, which the model
     card's older figures used."""
-    data = heldout() if data is None else torch.as_tensor(data)  # a list of ids too
+    data = heldout() if data is None else token_ids(data)  # a list of ids or bytes too
     windows, block_size = whole(windows, "windows"), whole(block_size, "block_size")
     if target.config.vocab_size != draft.config.vocab_size:
         raise ValueError(f"target and draft vocabularies differ: {target.config.vocab_size} "

@@ -58,7 +58,8 @@ def accepted_pmf(alpha, gamma):
 
 def alpha_from_acceptance(rate, gamma):
     """Invert the measured kept fraction E[n] / gamma = (alpha + ... + alpha^gamma) / gamma."""
-    rate, gamma = chance(rate, "the kept fraction"), whole(gamma, "gamma")
+    rate = float(chance(real(rate, "the kept fraction (one number)"), "the kept fraction"))
+    gamma = whole(gamma, "gamma")
     lo, hi = 0.0, 1.0
     for _ in range(60):  # bisection: the fraction grows with alpha
         mid = (lo + hi) / 2
@@ -81,4 +82,5 @@ def best_gamma(alpha, c, max_gamma=16, v=None):
     if v is not None and not callable(v):
         raise ValueError(f"v must be a function gamma -> verify cost (or None), got {v!r}")
     gammas = range(1, whole(max_gamma, "max_gamma") + 1)
+    chance(real(alpha, "alpha (one number: best_gamma picks one gamma)"))
     return max(gammas, key=lambda g: speedup(alpha, g, c, 1.0 if v is None else v(g)))

@@ -93,9 +93,10 @@ class EditLookupDrafter(Drafter):
         return Tree.chain(tokens)
 
     def accept(self, context, tree, path, hidden, logits):
-        if self.plan is None or self.plan[2] != tree.tokens or len(path) == len(tree.tokens):
+        plan, self.plan = self.plan, None  # this round's only: a later round may be another's
+        if plan is None or plan[2] != tree.tokens or len(path) == len(tree.tokens):
             return  # nothing drafted (or another drafter's tree), or all kept: still on the copy
-        length, n, _, where = self.plan
+        length, n, _, where = plan
         left = where[len(path)]  # the source position the answer did not follow
         credible = len(path) > 0 or n > 1 or self.gap is None  # a missed 1-gram guess keeps a gap
         if left is not None and credible:

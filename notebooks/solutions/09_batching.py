@@ -73,5 +73,18 @@ def length_first(decode_batch, prompts, n):
     return result
 
 
-more_wrong = [only_longest, zipped, last_difference, length_first]  # the check rejects these too
-# (tests/test_exercises.py)
+def batched_length(decode_batch, prompts, n):
+    """Wrong: where one row is a prefix of the other it reports the batched row's length, right
+    only when the batched row is the shorter one (a finished row that kept decoding is not)."""
+    outs = decode_batch(prompts, n)
+    result = []
+    for o, p in zip(outs, prompts):
+        alone = decode_batch([p], n)[0].tokens
+        found = first_wrong(o.tokens, alone)
+        short = found is not None and found == min(len(o.tokens), len(alone))
+        result.append(len(o.tokens) if short and o.tokens[:found] == alone[:found] else found)
+    return result
+
+
+# the check rejects these too (tests/test_exercises.py)
+more_wrong = [only_longest, zipped, last_difference, length_first, batched_length]
