@@ -203,7 +203,7 @@ def step_cost(model, k, context=128, reps=60, batch_size=1):
     batch_size rows: `step_costs` for one k, `reps` calls of which the first 5 are warm-up."""
     if whole(reps, "reps") <= 5:
         raise ValueError(f"reps must be > 5 (the first 5 calls are warm-up), got {reps}")
-    return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[k]
+    return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[whole(k, "k")]
 
 
 def step_costs(model, ks, context=128, reps=25, batch_size=1, warmup=1):

@@ -17,6 +17,7 @@ where the target wants another token, never exactness (verification sees that q)
 watches blocks a and b of the target through forward hooks, so it sees them whoever scored the
 round (a FallbackDrafter's prompt-lookup rounds too); a new reset or close() removes the hooks.
 """
+import numbers
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,8 @@ class EagleLlamaHead(nn.Module):
     def __init__(self, target, keep, layers=(2, 15)):
         super().__init__()
         c, C = target.config, target.config.n_embd
-        whole_ids = isinstance(layers, (tuple, list)) and all(isinstance(i, int) for i in layers)
+        whole_ids = isinstance(layers, (tuple, list)) and all(
+            isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in layers)
         if not whole_ids or len(layers) != 2 or not 0 <= min(layers) <= max(layers) < c.n_layer:
             raise ValueError(f"layers must be two blocks of the target (0..{c.n_layer - 1}), "
                              f"got {layers}")
@@ -57,7 +59,7 @@ class EagleLlamaHead(nn.Module):
                 or not 0 <= int(keep.min()) <= int(keep.max()) < c.vocab_size:
             raise ValueError(f"keep must be distinct token ids in [0, {c.vocab_size}), got {keep}")
         self.config = replace(c, n_layer=1)
-        self.layers = tuple(layers)
+        self.layers = tuple(int(i) for i in layers)
         self.fuse = nn.Linear(3 * C, C, bias=False)
         self.fc = nn.Linear(2 * C, C, bias=False)
         self.block = Block(self.config)
@@ -153,10 +155,14 @@ class EagleLlamaDrafter(Drafter):
 
     def watch(self, i):
         me = weakref.ref(self)  # the target's hook must not keep a finished drafter alive
+        block = self.model.config.block_size
 
         def hook(module, inputs, output):  # the residual stream after block i, every call's rows
             if me() is not None:  # (early exit runs the low blocks once a draft step, then scores)
-                me().seen.setdefault(i, []).append(output)
+                rows = me().seen.setdefault(i, [])
+                rows.append(output)
+                while sum(r.shape[1] for r in rows[1:]) >= block:  # accept reads the last rows:
+                    rows.pop(0)  # at most a block's, and the model may run on after the decode
         return self.model.h[i].register_forward_hook(hook)
 
     def reset(self, target, cache):

@@ -2,7 +2,6 @@
 last hidden state guess the tokens after the next one. The guesses are deterministic (no q):
 verify.verify_tree says why that is lossless. Training: scripts/train_heads.py.
 """
-import pickle
 from pathlib import Path
 
 import torch
@@ -70,8 +69,8 @@ def read(path):
     """A drafter's file (a dict that torch.save wrote) -> the dict; any other file -> ValueError."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, IsADirectoryError):
-        ckpt = None  # a file torch.save did not write
+    except Exception:  # a file torch.save did not write fails inside torch.load in many ways
+        ckpt = None
     if not isinstance(ckpt, dict):
         raise ValueError(f"{path} is not a drafter's weights file (a .pt that torch.save wrote)")
     return ckpt
@@ -145,7 +144,9 @@ class HeadDrafter(Drafter):
               depth=None):
         if self.h is None or gamma < 1 or depth == 0:
             return Tree()
-        accuracy = self.heads.accuracy or [[1.0]] * len(self.heads.res)
+        accuracy = self.heads.accuracy  # a list, an array or a tensor: medusa_tree takes each
+        if accuracy is None or not len(accuracy):
+            accuracy = [[1.0]] * len(self.heads.res)
         ranks = [path[:depth] for path in self.tree or medusa_tree(accuracy, gamma)]
         R = 1 + max(max(r) for r in ranks)  # guesses needed per head
         if not self.heads.sequential:  # one look at h: head d's rank-r guess, whatever came before

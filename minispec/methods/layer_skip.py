@@ -70,6 +70,8 @@ def check_search(n_layer, max_skip=None, min_agreement=None):
 @torch.inference_mode()
 def block_inputs(model, ids):
     """The full model on ids (no cache) -> [h_0, ..., h_N], each (1, T, C): h_l enters block l."""
+    if not len(ids):
+        raise ValueError("ids must hold at least one token: agreement is scored on a context")
     dev = model.wte.weight.device
     hs = [model.embed(torch.tensor([list(ids)], device=dev), torch.arange(len(ids), device=dev))]
     for layer in range(model.config.n_layer):

@@ -3,6 +3,7 @@ distribution": reference solutions and classic wrong answers (tests/test_exercis
 import torch
 
 import minispec as ms
+from minispec.verify import speculative_accept
 
 
 def solution(x, p, generator):
@@ -40,7 +41,17 @@ def package_verifier(x, p, generator):
     return (True, x) if n == 1 else (False, tok)
 
 
-more_wrong = [global_rng, package_verifier]  # found by reviews: the check must reject these too
+def imported_verifier(x, p, generator):
+    """Wrong the same way, through a name imported before the check ran (the check once looked up
+    only the package's attributes, and passed it)."""
+    q = torch.zeros_like(p)
+    q[x] = 1.0
+    n, tok = speculative_accept([x], q[None], torch.stack([p, p]), generator)
+    return (True, x) if n == 1 else (False, tok)
+
+
+# found by reviews: the check must reject these too
+more_wrong = [global_rng, package_verifier, imported_verifier]
 
 
 # Exercise "the rule": accept(draft_tokens, q, p, generator) -> (n accepted, the target's token).
@@ -125,5 +136,10 @@ def package_rule(draft_tokens, q, p, generator):
     return ms.speculative_accept(list(draft_tokens), q, p, generator)
 
 
+def imported_rule(draft_tokens, q, p, generator):
+    """Wrong the same way, through a name imported before the check ran."""
+    return speculative_accept(list(draft_tokens), q, p, generator)
+
+
 more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
-                   global_rng_rule, package_rule]
+                   global_rng_rule, package_rule, imported_rule]
