@@ -139,9 +139,6 @@ def test_head_accuracy_as_a_tensor_drafts_as_the_list_does():
 def test_eagle3_hooks_keep_at_most_a_block_after_the_decode():
     """The hooks stay on the target's blocks after a decode; every later forward of the model
     (a plain generate, another drafter) appended its rows, without bound, until the next reset."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).parent))
     from test_eagle_llama import random_head
     from test_llama import random_llama
 
