@@ -68,6 +68,8 @@ class ModelDrafter(Drafter):
         if threshold is not None and branching is not None:
             raise ValueError("threshold stops a chain; a tree (branching) does not take it")
         branching, width = check_tree_options(branching, width, score_temperature, replacement)
+        if not hasattr(model, "new_cache"):  # None; a name ("draft") not loaded yet
+            raise ValueError(f"model must be a GPT or a Llama, got a {type(model).__name__}")
         self.replacement = replacement
         self.model = model
         self.vocab_size = model.config.vocab_size

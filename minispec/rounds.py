@@ -5,8 +5,6 @@ import numbers
 import time
 from dataclasses import dataclass
 
-import torch
-
 from .sampling import check_sampling_args, whole
 from .tree import Tree
 
@@ -65,9 +63,9 @@ def tokens_left(prompt, context, max_new_tokens, eos_token):
 
 
 def is_batch(ids):
-    """A list of prompts (each a list or a 1-d tensor), or a (B, T) tensor with B > 1."""
-    if torch.is_tensor(ids):
-        return ids.dim() == 2 and len(ids) > 1
+    """A list of prompts (each a list or a 1-d tensor), or a (B, T) tensor or array with B > 1."""
+    if hasattr(ids, "ndim"):  # a tensor or a numpy array
+        return ids.ndim == 2 and len(ids) > 1
     first = ids[0] if isinstance(ids, (list, tuple)) and ids else None
     return isinstance(first, (list, tuple)) or getattr(first, "ndim", 0) > 0  # numpy's too
 
@@ -91,7 +89,7 @@ def check_prompt(model, ids, max_new_tokens, crop_prompt):
     V, block = model.config.vocab_size, model.config.block_size
     if ids is None or isinstance(ids, (numbers.Number, set, dict)):  # no order: no prompt
         raise ValueError(f"ids must be a list of token ids, got {ids!r}")
-    ids = ids.flatten().tolist() if torch.is_tensor(ids) and ids.dim() < 3 else list(ids)
+    ids = ids.flatten().tolist() if getattr(ids, "ndim", 3) < 3 else list(ids)  # numpy's too
     if any(isinstance(i, str) for i in ids):  # text, or a batch of texts
         raise ValueError("ids must be token ids, not text: minispec.encode(text) (a batch: each)")
     p = [whole(i, "each token id", 0, V) for i in ids]  # None, 2.5, nan, inf, -1, V: no

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..drafters import as_drafter
 from ..sampling import real, whole
+from ..speculate import generate, speculative_generate
 
 
 def timed(fn):
@@ -41,8 +43,9 @@ def paired(base, method, repeats=3):
 
 
 def spread(ratios):
-    """Per-prompt ratios -> "median (min-max)", e.g. "1.41x (1.15-1.85)"."""
-    if not len(ratios):
+    """Per-prompt ratios (any iterable) -> "median (min-max)", e.g. "1.41x (1.15-1.85)"."""
+    ratios = list(ratios)
+    if not ratios:
         raise ValueError("no ratios to summarize: time at least one prompt")
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
@@ -78,9 +81,9 @@ def agreement(ratios, band):
     The verdict is "faster" or "slower" only when every prompt says so beyond the band, "the same
     (within noise)" when every prompt is inside it, and "mixed" otherwise: one prompt slower
     beyond the band is enough to withhold "faster", whatever the median."""
-    if not len(ratios):  # a list, a numpy array or a tensor
+    said = [verdict(r, band) for r in ratios]  # a list, a numpy array, a tensor, a generator
+    if not said:
         raise ValueError("agreement needs at least one ratio")
-    said = [verdict(r, band) for r in ratios]
     labels = {"faster": "faster", "slower": "slower", "the same (within noise)": "within noise"}
     parts = [f"{short} on {said.count(word)}" for word, short in labels.items() if word in said]
     counts = f"{', '.join(parts)} of {len(said)} prompt{'s' if len(said) > 1 else ''}"
@@ -135,8 +138,6 @@ def metered(target, drafter, new_tokens, gamma, temperature=1.0):
     spent sums, over its runs, the seconds inside the drafter's `draft` and `score` (the loop calls
     each once a round; score is the verification call), the whole decode's seconds, rounds and
     tokens. It wraps this drafter object's two methods: meter a fresh drafter for each race."""
-    from minispec import speculative_generate
-    from minispec.drafters import as_drafter
     drafter = as_drafter(drafter, target)  # a GPT becomes a ModelDrafter, as the loop would make it
     spent = dict(draft=0.0, score=0.0, seconds=0.0, rounds=0, tokens=0)
 
@@ -163,7 +164,6 @@ def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, 
     """`compare` the drafter through the loop against autoregressive decoding on (seed, ids) items
     -> (the Comparison, a line saying where a round's time went (`round_line`), {draft, score,
     rest} in autoregressive steps)."""
-    from minispec import generate
     base = dict(seconds=0.0, tokens=0)
 
     def plain(item):
@@ -208,9 +208,9 @@ def step_cost(model, k, context=128, reps=60, batch_size=1):
 
 def step_costs(model, ks, context=128, reps=25, batch_size=1, warmup=1):
     """{k: median seconds of one cached forward over k new tokens after `context` cached ones}
-    for every k in ks: `call_costs` with one call per k, so v(k) = t(k) / t(1) is read from calls
-    timed in turn."""
-    ks = dict.fromkeys(whole(k, "k") for k in ks)  # each k once a sweep
+    for every k in ks (one number: that k): `call_costs` with one call per k, so v(k) = t(k) / t(1)
+    is read from calls timed in turn."""
+    ks = dict.fromkeys(whole(k, "k") for k in (ks if hasattr(ks, "__iter__") else [ks]))  # once
     return call_costs({k: (model, k, context) for k in ks}, reps, batch_size, warmup)
 
 

@@ -13,6 +13,7 @@ import torch
 from ..drafters import Drafter
 from ..sampling import whole
 from ..tree import Tree, score_tree
+from .early_exit import check_model
 
 
 class BeamDrafter(Drafter):
@@ -34,7 +35,7 @@ class BeamDrafter(Drafter):
     """
 
     def __init__(self, model, width=4, depth=4):
-        self.model = model
+        self.model = check_model(model)
         self.width = whole(width, "width (beams kept per step)")
         self.depth = whole(depth, "depth (tokens per beam)")
         self.vocab_size = model.config.vocab_size

@@ -14,6 +14,13 @@ from ..sampling import whole
 from ..tree import Tree
 
 
+def check_model(model):
+    """model, if it is a model (a GPT or a Llama: it has new_cache); else a ValueError."""
+    if not hasattr(model, "new_cache"):  # None; a name ("target") not loaded yet
+        raise ValueError(f"model must be a GPT or a Llama, got a {type(model).__name__}")
+    return model
+
+
 def check_threshold(threshold):
     """The confidence stop's threshold: None, or a number in [0, 1]; else a ValueError."""
     number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
@@ -29,7 +36,7 @@ class EarlyExitDrafter(Drafter):
     """
 
     def __init__(self, model, k=2, threshold=None):
-        N = model.config.n_layer
+        N = check_model(model).config.n_layer
         if whole(k, "exit layer k") > N - 1:
             raise ValueError(f"exit layer k must be an integer in 1..n_layer-1 (n_layer={N}: the "
                              f"exit needs a layer above it to skip), got {k}")

@@ -25,7 +25,7 @@ import torch
 from ..drafters import pick, unsure
 from ..sampling import real, whole
 from ..tree import Tree
-from .early_exit import EarlyExitDrafter, check_threshold
+from .early_exit import EarlyExitDrafter, check_model, check_threshold
 
 
 def speedup(a, gamma, skipped, n_layer):
@@ -130,7 +130,7 @@ class LayerSkipDrafter(EarlyExitDrafter):
     """
 
     def __init__(self, model, skip=None, max_skip=None, min_agreement=None, threshold=None):
-        N = model.config.n_layer
+        N = check_model(model).config.n_layer
         if skip is not None and (max_skip is not None or min_agreement is not None):
             raise ValueError("max_skip and min_agreement steer the search: give them without skip")
         self.given = None if skip is None else check_skip(skip, N)

@@ -16,6 +16,7 @@ import torch
 from ..drafters import Drafter, pick
 from ..sampling import whole
 from ..tree import Tree
+from .early_exit import check_model
 
 
 class StreamingDrafter(Drafter):
@@ -24,7 +25,7 @@ class StreamingDrafter(Drafter):
     """
 
     def __init__(self, model, sinks=4, window=256):
-        self.model = model
+        self.model = check_model(model)
         self.sinks = whole(sinks, "sinks (attention-sink entries kept)", low=0)
         self.window = whole(window, "window (recent entries kept)")
         self.vocab_size = model.config.vocab_size

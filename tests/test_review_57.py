@@ -1,0 +1,83 @@
+"""A review of stop 57's leftovers, each a crash where a clear answer was due:
+  - a (B, T) numpy array of prompts was read as one prompt whose token ids were arrays, and
+    refused as "each token id must be an integer" (a tensor of the same shape was a batch);
+  - ModelDrafter(None) raised an AttributeError from inside its constructor, as did the beam,
+    early-exit, layer-skip, learned-stop and streaming drafters;
+  - timing.spread and timing.agreement raised a TypeError given a generator (no len), and
+    timing.step_costs(model, 4) one from iterating an int."""
+import numpy as np
+import pytest
+import torch
+
+import minispec as ms
+from minispec.kit import timing
+
+
+@pytest.fixture(scope="module")
+def target(random_gpt):
+    return random_gpt(vocab_size=16, block_size=32, seed=3)
+
+
+def test_a_numpy_batch_is_a_batch_as_the_tensor_is(target):
+    rows = [[1, 2, 3], [4, 5, 6]]
+    for prompts in (np.array(rows), np.array(rows, dtype=np.int32)):
+        got = ms.generate(target, prompts, 4)
+        want = ms.generate(target, torch.tensor(rows), 4)
+        assert isinstance(got, list) and len(got) == 2
+        assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+def test_one_numpy_row_is_one_prompt_as_the_tensor_is(target):
+    got = ms.speculative_generate(target, ms.PromptLookupDrafter(), np.array([[1, 2, 1, 2]]), 5)
+    want = ms.speculative_generate(target, ms.PromptLookupDrafter(), [1, 2, 1, 2], 5)
+    assert got.tokens == want.tokens == ms.generate(target, [1, 2, 1, 2], 5).tokens
+
+
+def test_a_three_dimensional_array_is_still_refused(target):
+    with pytest.raises(ValueError, match="token id"):
+        ms.generate(target, np.zeros((1, 2, 3), dtype=np.int64), 2)
+
+
+def drafters_of_a_model():
+    from minispec.methods.beam import BeamDrafter
+    from minispec.methods.layer_skip import LayerSkipDrafter
+    from minispec.methods.learned_stop import LearnedStopDrafter
+    from minispec.methods.streaming import StreamingDrafter
+    return [ms.ModelDrafter, BeamDrafter, ms.EarlyExitDrafter, LayerSkipDrafter,
+            LearnedStopDrafter, StreamingDrafter]
+
+
+@pytest.mark.parametrize("kind", drafters_of_a_model(), ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize("model", [None, "draft", 3])
+def test_a_drafter_of_a_model_names_a_missing_model(kind, model):
+    with pytest.raises(ValueError, match="must be a GPT or a Llama, got a "):
+        kind(model)
+
+
+@pytest.mark.parametrize("kind", drafters_of_a_model(), ids=lambda kind: kind.__name__)
+def test_a_drafter_of_a_model_still_takes_the_model(kind, random_gpt):
+    target = random_gpt(vocab_size=16, n_layer=3, block_size=32, seed=3)
+    drafter = kind(target) if kind is not ms.ModelDrafter else kind(random_gpt(16, seed=4))
+    got = ms.speculative_generate(target, drafter, [1, 2, 3, 1, 2], 6, gamma=3)
+    assert got.tokens == ms.generate(target, [1, 2, 3, 1, 2], 6).tokens
+
+
+def test_spread_and_agreement_take_any_iterable():
+    ratios = [1.5, 0.8, 1.02]
+    assert timing.spread(r for r in ratios) == timing.spread(ratios) == "1.02x (0.80-1.50)"
+    said = timing.agreement((r for r in ratios), 0.05)
+    assert said == timing.agreement(np.array(ratios), 0.05)
+    assert said == ("mixed", "faster on 1, slower on 1, within noise on 1 of 3 prompts")
+    for empty in ([], iter([])):
+        with pytest.raises(ValueError, match="at least one ratio"):
+            timing.agreement(empty, 0.05)
+        with pytest.raises(ValueError, match="no ratios"):
+            timing.spread(empty)
+
+
+def test_step_costs_takes_one_k_as_a_number(target):
+    one = timing.step_costs(target, 2, context=4, reps=2)
+    assert list(one) == [2] and one[2] > 0
+    assert list(timing.step_costs(target, np.int64(3), context=4, reps=2)) == [3]
+    with pytest.raises(ValueError, match="k must be an integer"):
+        timing.step_costs(target, 2.5, context=4, reps=2)
