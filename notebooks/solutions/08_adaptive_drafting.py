@@ -37,4 +37,16 @@ class halve_drafted(ms.Fixed):
             self.gamma = min(16, 2 * self.gamma) if step.bonus else max(1, drafted // 2)
 
 
-more_wrong = [ceil_halving, halve_drafted]  # found by reviews: the check must reject these too
+class double_below_cap(ms.Fixed):
+    """Wrong (found by a review): doubles only while gamma < 16, so from 3 it reaches 24."""
+
+    def update(self, step):
+        if step.tree.tokens:
+            if step.bonus and self.gamma < 16:
+                self.gamma *= 2
+            elif not step.bonus:
+                self.gamma = max(1, self.gamma // 2)
+
+
+# found by reviews: the check must reject these too
+more_wrong = [ceil_halving, halve_drafted, double_below_cap]
