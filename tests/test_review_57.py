@@ -81,3 +81,82 @@ def test_step_costs_takes_one_k_as_a_number(target):
     assert list(timing.step_costs(target, np.int64(3), context=4, reps=2)) == [3]
     with pytest.raises(ValueError, match="k must be an integer"):
         timing.step_costs(target, 2.5, context=4, reps=2)
+
+
+# --- the kit's pictures (a bug hunt of stop 57) ---------------------------------------------------
+
+class Oracle(ms.Drafter):
+    """Drafts the target's own greedy answer: every draft is kept."""
+
+    def __init__(self, prompt, answer):
+        self.n, self.answer = len(prompt), answer
+
+    def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
+              depth=None):
+        start = len(context) - self.n
+        return ms.Tree.chain(self.answer[start:start + min(gamma, depth)])
+
+
+def test_a_kept_eos_is_drawn_as_accepted_with_nothing_after_it(target):
+    """The loop ends a round at an eos the target kept as a draft (rounds.finish), with the eos as
+    the round's token: the trace drew that draft struck through, then a 'correction' equal to it."""
+    from minispec import viz
+    prompt = [1, 2, 3]
+    answer = ms.generate(target, prompt, 20).tokens
+    at = next(j for j in range(1, 20) if j % 5 not in (0, 4) and answer[j] not in answer[:j])
+    eos = answer[at]  # first emitted mid-block: a kept draft with drafts after it in its round
+    res = ms.speculative_generate(target, Oracle(prompt, answer), prompt, 20, gamma=4,
+                                  eos_token=eos)
+    assert res.tokens == answer[:at + 1] == ms.generate(target, prompt, 20, eos_token=eos).tokens
+    last = res.steps[-1]
+    assert last.token == eos and viz.ended_at_eos(last)
+    assert not any(viz.ended_at_eos(s) for s in res.steps[:-1])
+    segments = viz.trace_segments(res, show_rejected=True, decode=str)
+    assert [text for text, _ in segments] == [str([t]) for t in res.tokens]
+    assert segments[-1][1] == "accepted" and {"rejected", "correction"}.isdisjoint(
+        kind for _, kind in segments)
+    fig = viz.plot_acceptance(res)
+    assert fig.axes[0].get_title().startswith(f"{len(res.tokens)} tokens in {len(res.steps)} ")
+
+
+def test_a_batch_or_nothing_is_refused_by_name(target):
+    from minispec import viz
+    batch = ms.speculative_generate(target, ms.PromptLookupDrafter(), [[1, 2, 1, 2], [3, 4]], 4)
+    for draw in (viz.html_trace, viz.ansi_trace, viz.plot_acceptance, viz.plot_accept_hist,
+                 viz.trace_segments):
+        for given in (batch, None):
+            with pytest.raises(ValueError, match="one prompt's Result"):
+                draw(given)
+    one = viz.html_trace(batch[0])  # a row at a time works
+    assert one.startswith("<pre")
+
+
+def test_plot_pq_names_shapes_labels_and_top():
+    from minispec import viz
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.2, 0.6])
+    with pytest.raises(ValueError, match=r"each \(V,\)"):
+        viz.plot_pq(p[None], q[None])
+    with pytest.raises(ValueError, match="labels must name each of the 3 tokens"):
+        viz.plot_pq(p, q, labels="ab")
+    for top in (-1, 0, 1.5, "2"):
+        with pytest.raises(ValueError, match="top"):
+            viz.plot_pq(p, q, top=top)
+    assert len(viz.plot_pq(p, q, top=2.0).axes[0].patches) == 3 * 2  # three bars a token
+
+
+def test_the_explorers_want_texts(target):
+    from minispec import viz
+    pytest.importorskip("ipywidgets")
+    for prompts in ("def ", [], [ms.encode("def ")], {"a": ""}):
+        with pytest.raises(ValueError, match="text"):
+            viz.trace_explorer(target, ms.PromptLookupDrafter(), prompts)
+    for prompt in ("", ms.encode("def "), None):
+        with pytest.raises(ValueError, match="text"):
+            viz.pq_explorer(target, target, prompt)
+    assert viz.trace_explorer(target, ms.PromptLookupDrafter(), {"a": "def "}) is not None
+
+
+def test_draw_tree_takes_no_path_as_none():
+    from minispec import viz
+    tree = ms.Tree.chain([5, 6, 7])
+    assert viz.draw_tree(tree, None) is not None

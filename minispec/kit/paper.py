@@ -51,9 +51,15 @@ def speculative_decoding_step(M_p, M_q, prefix, gamma, generator, temperature=1.
 
 def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temperature=1.0,
                          top_k=None, top_p=None):
-    """SpeculativeDecodingStep until max_new_tokens new tokens -> the new tokens (a list of ids)."""
-    whole(gamma, "gamma")
-    whole(max_new_tokens, "max_new_tokens", low=0)
+    """SpeculativeDecodingStep until max_new_tokens new tokens -> the new tokens (a list of ids).
+    M_p, M_q: two models (GPTs or Llamas: Algorithm 1 runs the draft model itself, not a Drafter);
+    gamma >= 1 and max_new_tokens >= 0 whole numbers (4 or 4.0)."""
+    for name, M in (("M_p", M_p), ("M_q", M_q)):
+        if not hasattr(M, "new_cache"):  # None; a Drafter (load_drafter's) is not a model
+            raise ValueError(f"Algorithm 1 takes two models: {name} must be a GPT or a Llama, "
+                             f"got a {type(M).__name__}")
+    gamma = whole(gamma, "gamma")
+    max_new_tokens = whole(max_new_tokens, "max_new_tokens", low=0)
     V = M_p.config.vocab_size
     if M_q.config.vocab_size != V:
         raise ValueError(f"M_p and M_q vocabularies differ: {V} and {M_q.config.vocab_size}")

@@ -1,8 +1,8 @@
 """Seeing speculative decoding: which drafted tokens did the target keep, and what did it add?
 
 Plots (matplotlib) and explorers (ipywidgets) are imported lazily: `import minispec` stays light.
+The rounds as text (trace_segments, ansi_trace, html_trace) live in kit/trace.py, reachable here.
 """
-import html
 import inspect
 import itertools
 
@@ -10,59 +10,12 @@ import numpy as np
 import torch
 
 from ..model import decode, encode
-from ..sampling import probs
+from ..sampling import probs, whole
 from ..speculate import speculative_generate
 from .theory import acceptance_rate, accepted_pmf, alpha_from_acceptance
+from .trace import (COLORS, ansi_trace, drafted, ended_at_eos, html_trace,  # noqa: F401 (viz.*)
+                    rounds_of, trace_segments)
 from ..verify import residual
-
-COLORS = {"accepted": "#2e7d32", "rejected": "#c62828", "correction": "#1565c0", "bonus": "#6a1b9a"}
-_ANSI = {"accepted": "\033[32m", "rejected": "\033[9;31m", "correction": "\033[34m",
-         "bonus": "\033[35m"}
-_RESET = "\033[0m"
-
-
-def drafted(step):
-    """The kept tokens of a Step, then the rest of the draft's most probable branch: what a trace
-    shows as drafted (a tree's other branches are not shown)."""
-    tree, node = step.tree, step.path[-1] if step.path else -1
-    out = [tree.tokens[i] for i in step.path]
-    while tree.children(node):
-        node = max(tree.children(node).values(), key=tree.score)
-        out.append(tree.tokens[node])
-    return out
-
-
-def trace_segments(steps, show_rejected=True, decode=decode):
-    """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind:
-    accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's
-    token after a rejection or an empty draft), bonus (its free token after a fully kept draft).
-    ansi_trace (terminal), html_trace and plot_trace color them alike. decode: ids -> text."""
-    out, steps = [], getattr(steps, "steps", steps)  # a Result: its steps
-    for s in steps:
-        out += [(decode([t]), "accepted") for t in drafted(s)[:s.accepted]]
-        if show_rejected:
-            out += [(decode([t]), "rejected") for t in drafted(s)[s.accepted:]]
-        out.append((decode([s.token]), "bonus" if s.bonus else "correction"))
-    return out
-
-
-def ansi_trace(steps, show_rejected=False, decode=decode):
-    """The trace with ANSI colors for a terminal, followed by a legend line."""
-    body = "".join(_ANSI[k] + t + _RESET for t, k in trace_segments(steps, show_rejected, decode))
-    legend = "  ".join(_ANSI[k] + k + _RESET for k in COLORS if show_rejected or k != "rejected")
-    return body + "\n\n" + legend
-
-
-def html_trace(steps, show_rejected=True, decode=decode):
-    """The trace as an HTML string (display it with IPython.display.HTML)."""
-    def span(text, kind):
-        style = f"color:{COLORS[kind]}"
-        if kind == "rejected":
-            style += ";text-decoration:line-through;opacity:0.6"
-        return f'<span style="{style}" title="{kind}">{html.escape(text)}</span>'
-    body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected, decode))
-    legend = " ".join(span(k, k) for k in COLORS)
-    return f'<pre style="white-space:pre-wrap">{body}</pre><div>{legend}</div>'
 
 
 def _axes(ax, ncols=1, size=(7, 3)):
@@ -113,17 +66,20 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
     from matplotlib.ticker import MaxNLocator
-    steps = getattr(steps, "steps", steps)  # a Result: its steps
+    steps = rounds_of(steps)
     if not steps:  # plain generate's Result records no rounds
         raise ValueError("no rounds to plot: give the steps of a speculative_generate result")
     fig, ax = _axes(ax)
-    kept, bonus = np.array([s.accepted for s in steps]), np.array([s.bonus for s in steps])
-    rej, x = np.array([len(drafted(s)) for s in steps]) - kept, np.arange(1, len(steps) + 1)
+    ended = np.array([s is steps[-1] and ended_at_eos(s) for s in steps])  # a kept eos: accepted
+    kept, bonus = np.array([s.accepted for s in steps]) + ended, np.array([s.bonus for s in steps])
+    rej = np.where(ended, 0, np.array([len(drafted(s)) for s in steps]) - kept)
+    x, added = np.arange(1, len(steps) + 1), 1 - ended  # the target's own token, one a round
     ax.bar(x, kept, color=COLORS["accepted"], label="accepted draft")
-    ax.bar(x, 1, bottom=kept, color=np.where(bonus, COLORS["bonus"], COLORS["correction"]),
+    ax.bar(x, added, bottom=kept, color=np.where(bonus, COLORS["bonus"], COLORS["correction"]),
            label="target's token (blue: correction, purple: bonus)")
-    ax.bar(x, rej, bottom=kept + 1, color=COLORS["rejected"], alpha=0.35, label="rejected draft")
-    total = kept.sum() + len(steps)
+    ax.bar(x, rej, bottom=kept + added, color=COLORS["rejected"], alpha=0.35,
+           label="rejected draft")
+    total = kept.sum() + added.sum()
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # calls 1, 2, 3: no 2.5
     ax.set(xlabel="target call", ylabel="tokens", ylim=(0, (kept + rej).max() + 3),
            title=f"{total} tokens in {len(steps)} target calls "
@@ -139,6 +95,11 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     Example: plot_pq(torch.tensor([.5, .3, .2]), torch.tensor([.2, .2, .6]), labels="abc")
     """
     alpha = float(acceptance_rate(p, q))  # p, q: distributions of one shape, or a ValueError
+    if p.dim() != 1:  # rows would be pooled into one alpha
+        raise ValueError(f"plot_pq draws one p and one q, each (V,), got shape {tuple(p.shape)}")
+    if labels is not None and len(labels) != len(p):
+        raise ValueError(f"labels must name each of the {len(p)} tokens, got {len(labels)}")
+    top = None if top is None else whole(top, "top (or None)")
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
     labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣")
@@ -161,7 +122,7 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 
 def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
     """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean)."""
-    steps = getattr(steps, "steps", steps)  # a Result: its steps
+    steps = rounds_of(steps)
     gamma = gamma or max((len(drafted(s)) for s in steps), default=0)  # 0: nothing was drafted
     n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma])
     if not (gamma and len(n)):
@@ -185,6 +146,18 @@ def controls(**widgets):
     return widgets
 
 
+def texts(prompts, name):
+    """The prompt texts of a list or a {label: text} dict, or a ValueError: a lone string would be
+    read as one prompt a character, and token ids are not text (encode them back: decode(ids))."""
+    given = list(prompts.values()) if isinstance(prompts, dict) else prompts
+    if isinstance(prompts, str) or not isinstance(given, (list, tuple)) or not given:
+        raise ValueError(f"{name} must be a non-empty list of texts (or a dict label -> text), "
+                         f"got {prompts!r:.60}")
+    if not all(isinstance(text, str) and text for text in given):
+        raise ValueError(f"each of {name} must be a non-empty text (token ids: decode them)")
+    return given
+
+
 def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperature=0.0, seed=0,
                    encode=encode, decode=decode):
     """ipywidgets: gamma/temperature/prompt/seed -> rerun and redraw trace + acceptance per step.
@@ -194,6 +167,8 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperatu
     """
     import ipywidgets as w
     from IPython.display import HTML, display
+
+    texts(prompts, "prompts")
 
     def show(gamma, temperature, prompt, seed):
         res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
@@ -205,10 +180,11 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperatu
 
 
 def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
-    """ipywidgets: p (target) and q (draft) after `prompt` under a temperature knob (both)."""
+    """ipywidgets: p (target) and q (draft) after `prompt` (a text) under a temperature knob."""
     import ipywidgets as w
     from IPython.display import display
-    ids = torch.tensor([encode(prompt)])
+
+    ids = torch.tensor([encode(texts([prompt], "prompt")[0])])
     lp = target(ids.to(target.wte.weight.device))[0, -1].detach().cpu()  # (V,), plotted on the CPU
     lq = draft(ids.to(draft.wte.weight.device))[0, -1].detach().cpu()  # (V,)
 
@@ -233,6 +209,7 @@ def byte_label(token):
 def draw_tree(tree, path=(), ax=None, label=byte_label):
     """The tree left to right, the accepted path in green. label: token id -> text."""
     _, ax = _axes(ax, size=(7, 4))
+    path = () if path is None else path
     d, y, rows = {-1: 0, **dict(enumerate(tree.depths().tolist()))}, {}, itertools.count()
 
     def place(i):  # a leaf takes the next row, a parent the mean of its children's rows
@@ -248,3 +225,4 @@ def draw_tree(tree, path=(), ax=None, label=byte_label):
     ax.text(0, y[-1], "root", ha="center", va="center", bbox=dict(boxstyle="round", fc="#eeeeee"))
     ax.set(xlabel="depth", xticks=range(max(d.values()) + 1), yticks=[], frame_on=False)
     return ax
+

@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from ..drafters import ModelDrafter, pick
 from ..model import WEIGHTS_DIR
+from ..sampling import whole
 from ..tree import Tree
 from .heads import read
 
@@ -34,10 +35,33 @@ FEATURES = ("max_prob", "entropy", "token_prob")  # f_i, in this order
 def stop_features(logits, token):
     """The draft's logits (V,) at a step and the token it drafted -> f (3,): its max softmax
     probability, the softmax's entropy (nats) and the drafted token's probability, at T = 1."""
+    token = check_step(logits, token)  # else a ValueError
     logp = torch.log_softmax(logits.detach().float(), -1)  # (V,) on the logits' device, as the head
     p = logp.exp()
     entropy = -(p * logp).sum()
     return torch.stack([p.max(), entropy, p[token]])
+
+
+def check_step(logits, token):
+    """stop_features' arguments -> the token as an int in [0, V), or a ValueError naming the bad one
+    (-1 read the last token's probability)."""
+    if not (torch.is_tensor(logits) and logits.dim() == 1):
+        got = tuple(logits.shape) if torch.is_tensor(logits) else type(logits).__name__
+        raise ValueError(f"logits must be the draft's logits at one step, a (V,) tensor, got {got}")
+    return whole(token, "token (the drafted token's id)", 0, len(logits))
+
+
+def head_rows(sampled):
+    """AcceptanceHead's `sampled` (a bool, numpy's too, or a tensor of bools) -> the weight rows it
+    reads (0: greedy, 1: sampled), as a long tensor; anything else (2, None) -> a ValueError."""
+    try:
+        row = torch.as_tensor(sampled)
+    except (RuntimeError, TypeError, ValueError):  # None, a string
+        row = None
+    if row is None or row.dtype != torch.bool:
+        raise ValueError(f"sampled must be a bool (temperature > 0) or a tensor of bools, got "
+                         f"{sampled!r}")
+    return row.long()
 
 
 class AcceptanceHead(nn.Module):
@@ -52,12 +76,16 @@ class AcceptanceHead(nn.Module):
 
     def forward(self, f, sampled):
         """f (..., 3) -> a (...); sampled: temperature > 0 (a bool, or a (...) bool tensor)."""
-        row = torch.as_tensor(sampled).long()
+        row = head_rows(sampled)  # else a ValueError
         return torch.sigmoid((f * self.weight[row]).sum(-1) + self.bias[row])
 
 
 def load_stop_head(path=None):
-    """The shipped acceptance head (or a saved file's), fp16 on disk, float32 here."""
+    """The shipped acceptance head (path None), or the one a file holds (a str or a Path, as
+    scripts/train_learned_stop.py saves it), fp16 on disk, float32 here."""
+    if not (path is None or isinstance(path, (str, Path))):  # Path(123) is a TypeError
+        raise ValueError(f"path must be a saved head's file (a str or a Path), or None for the "
+                         f"shipped head, got {path!r}")
     path = Path(path or WEIGHTS_DIR / "learned_stop.pt")
     if not path.exists():
         raise ValueError(f"no acceptance head at {path}: give a saved file's path, or None for "
@@ -67,7 +95,12 @@ def load_stop_head(path=None):
     if features != FEATURES:
         raise ValueError(f"{path} was fitted on features {features}, not {FEATURES}")
     head = AcceptanceHead()
-    head.load_state_dict({k: v.float() for k, v in ckpt["state_dict"].items()})
+    own, state = head.state_dict(), ckpt.get("state_dict")
+    if not (isinstance(state, dict) and set(state) == set(own) and all(
+            torch.is_tensor(v) and v.shape == own[k].shape for k, v in state.items())):
+        want = ", ".join(f"{k} {tuple(v.shape)}" for k, v in own.items())
+        raise ValueError(f"{path} does not hold an AcceptanceHead's state_dict ({want})")
+    head.load_state_dict({k: v.float() for k, v in state.items()})
     return head.requires_grad_(False).eval()
 
 

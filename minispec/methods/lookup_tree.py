@@ -51,5 +51,6 @@ class LookupTreeDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        gamma = whole(gamma, "gamma (the tree's nodes)", low=0)  # None, -1: no budget at all
         length = self.length if depth is None else min(self.length, depth)
         return Tree.from_paths(self.continuations(list(context), length), gamma)

@@ -29,13 +29,21 @@ class StreamingDrafter(Drafter):
         self.sinks = whole(sinks, "sinks (attention-sink entries kept)", low=0)
         self.window = whole(window, "window (recent entries kept)")
         self.vocab_size = model.config.vocab_size
-        self.cache = None
+        self._cache = None  # the target's, from reset
 
     def reset(self, target, cache):
         if target is not self.model:
             raise ValueError("a StreamingDrafter drafts for the model it was built on: pass that "
                              "model as the target (a reloaded model is another: build it again)")
-        self.cache = cache  # the target's: read here, written only by the loop's verification
+        self._cache = cache  # the target's: read here, written only by the loop's verification
+
+    @property
+    def cache(self):
+        """The target's cache that reset handed over; before reset (no loop) -> a ValueError."""
+        if self._cache is None:
+            raise ValueError("a StreamingDrafter drafts from the target's cache inside "
+                             "speculative_generate: call reset(target, cache) first")
+        return self._cache
 
     def kept(self, n):
         """The entries of the first n that the draft attends to: sinks, then the last window."""

@@ -5,6 +5,7 @@ caught by the losslessness checks (tests/test_search.py, benchmarks/search_draft
 import torch
 
 from ..sampling import sample, whole
+from .typical import candidate_ids
 
 
 def topk_accept(candidates, q, p, generator=None, replacement=True, *, k=2):
@@ -15,6 +16,7 @@ def topk_accept(candidates, q, p, generator=None, replacement=True, *, k=2):
     probability 1 where p gives it p(x), so the output over-weights the draft's favourites.
     Example: topk_accept([1], None, torch.tensor([.5, .3, .2]), k=2) == 1
     """
+    candidates = candidate_ids(candidates, p)  # else a ValueError, as in typical_accept
     top = set(torch.topk(p, min(whole(k, "k"), p.shape[-1])).indices.tolist())
     ok = [x for x in candidates if x in top and p[x] > 0]
     return ok[0] if ok else sample(p, generator)

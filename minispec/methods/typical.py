@@ -20,8 +20,19 @@ def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.
 def checked(candidates, p, eps, delta):
     """typical_accept's arguments -> the candidates as ints, or a ValueError naming the bad one
     (a negative delta kept every candidate, one the target gives 0 among them)."""
-    if not (0 < real(eps, "eps") < float("inf") and 0 < real(delta, "delta") < float("inf")):
-        raise ValueError(f"eps and delta must be finite and > 0, got {eps} and {delta}")
+    for name, value in (("eps", eps), ("delta", delta)):  # real() takes True as 1: not here
+        if isinstance(value, bool) or not 0 < real(value, name) < float("inf"):
+            raise ValueError(f"eps and delta must be finite numbers > 0, got {name}={value!r}")
+    return candidate_ids(candidates, p)
+
+
+def candidate_ids(candidates, p):
+    """A rule's candidates (a list of token ids) and the target's p (V,) -> the candidates as ints,
+    or a ValueError naming the bad one (typical_accept's check, topk_accept's too)."""
     if not (torch.is_tensor(p) and p.dim() == 1):
         raise ValueError(f"p must be the target's distribution, a (V,) tensor, got {p!r}")
+    try:
+        candidates = list(candidates)
+    except TypeError:  # None, an int, a 0-d tensor
+        raise ValueError(f"candidates must be a list of token ids, got {candidates!r}") from None
     return [whole(c, "each candidate", 0, len(p)) for c in candidates]  # -1, 7: no
