@@ -160,3 +160,27 @@ def test_draw_tree_takes_no_path_as_none():
     from minispec import viz
     tree = ms.Tree.chain([5, 6, 7])
     assert viz.draw_tree(tree, None) is not None
+
+
+def test_kl_takes_zeros_in_p_as_0_log_0():
+    """A warped p (top-k) has zeros: 0 * (-inf - log q) was nan, where KL's 0 log 0 is 0."""
+    from minispec.kit import training
+    half, one = torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0.0])
+    kl = training.divergence(one.log(), half.log(), "kl")
+    assert torch.isclose(kl, torch.tensor(2.0).log())
+    assert training.divergence(half.log(), one.log(), "kl") == float("inf")  # q misses p's mass
+    logits = torch.tensor([3.0, 1.0, 0.0])
+    kept = ms.probs(logits, top_k=2)
+    want = sum(float(p * (p / q).log()) for p, q in zip(kept, logits.softmax(-1)) if p > 0)
+    got = training.divergence(kept.log(), logits.log_softmax(-1), "kl")
+    assert abs(float(got) - want) < 1e-6
+
+
+def test_exact_law_keys_outcomes_by_value():
+    """Tensors hash by identity: two draws of tensor(0) were two keys; a list was unhashable."""
+    from minispec.kit import checks
+    fair = torch.full((4,), 0.25)
+    assert checks.exact_law(lambda: torch.multinomial(fair, 1)[0] % 2) == {0: 0.5, 1: 0.5}
+    assert checks.exact_law(lambda: [ms.sample(fair) % 2]) == {(0,): 0.5, (1,): 0.5}
+    pairs = checks.exact_law(lambda: torch.multinomial(fair, 2) // 2)  # two distinct ids of 4
+    assert pairs == pytest.approx({(0, 0): 1 / 6, (0, 1): 1 / 3, (1, 0): 1 / 3, (1, 1): 1 / 6})

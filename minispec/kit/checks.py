@@ -178,8 +178,17 @@ def enumerate_draws(fn):
             out = fn()
         finally:
             torch.rand, torch.multinomial = real
+        out = as_key(out)  # a tensor by value (tensors hash by identity), a list as a tuple
         law[out] = law.get(out, 0.0) + weight[0]
     return law
+
+
+def as_key(out):
+    """An outcome as a dict key by value: a tensor of one number -> the number, a longer tensor,
+    a list or a tuple -> a tuple of keys; anything else as it is."""
+    if torch.is_tensor(out):
+        out = out.item() if out.numel() == 1 else out.tolist()
+    return tuple(as_key(x) for x in out) if isinstance(out, (list, tuple)) else out
 
 
 def dense(law, V, m):

@@ -108,9 +108,9 @@ def draft_rollouts(model, prefixes, n_new, generator, temperature=1.0):
 
 
 def divergence(log_p, log_q, kind):
-    """Mean over positions of KL(p || q) (kind "kl") or TV(p, q) (kind "tv"); inputs (..., V)."""
+    """Mean over positions of KL(p || q) ("kl"; 0 log 0 = 0) or TV(p, q) ("tv"); inputs (..., V)."""
     if kind == "kl":
-        return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+        return (log_p.exp() * (log_p - log_q)).nan_to_num(0.0, float("inf")).sum(-1).mean()
     if kind != "tv":
         raise ValueError(f"kind must be 'kl' or 'tv', got {kind!r}")
     return 0.5 * (log_p.exp() - log_q.exp()).abs().sum(-1).mean()
