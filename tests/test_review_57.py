@@ -184,3 +184,45 @@ def test_exact_law_keys_outcomes_by_value():
     assert checks.exact_law(lambda: [ms.sample(fair) % 2]) == {(0,): 0.5, (1,): 0.5}
     pairs = checks.exact_law(lambda: torch.multinomial(fair, 2) // 2)  # two distinct ids of 4
     assert pairs == pytest.approx({(0, 0): 1 / 6, (0, 1): 1 / 3, (1, 0): 1 / 3, (1, 1): 1 / 6})
+
+
+def test_a_ragged_cache_crops_to_whole_lengths(random_gpt):
+    from minispec.batch import RaggedCache, feed
+    model = random_gpt(vocab_size=16, block_size=32, seed=3)
+    cache = RaggedCache(model.config, 2)
+    feed(model, cache, [[1, 2, 3, 4], [5]])
+    for bad in ([0.5, 0], [None, 0], 1.5):
+        with pytest.raises(ValueError, match="each row's length"):
+            cache.crop(bad)
+    cache.crop(np.int64(1))  # numpy's ints as Python's: every row
+    assert cache.lengths == [1, 1]
+    cache.crop([np.int64(0), 1])
+    assert cache.lengths == [0, 1]
+
+
+def test_a_float_mask_is_refused_by_the_llama():
+    """SDPA adds a float mask to the scores: a 0/1 float mask shifted them, masking nothing."""
+    from minispec.bridge.llama import Llama, LlamaConfig
+    model = Llama(LlamaConfig(vocab_size=16, n_layer=2, n_head=2, n_kv_head=1, n_embd=8,
+                              n_hidden=16, block_size=64)).eval()
+    idx, causal = torch.tensor([[1, 2, 3]]), torch.ones(3, 3, dtype=torch.bool).tril()
+    assert torch.equal(model(idx, mask=causal), model(idx))
+    for mask in (causal.float(), causal.long()):
+        with pytest.raises(ValueError, match="mask must be a bool tensor"):
+            model(idx, mask=mask)
+
+
+def test_the_kit_names_text_where_ids_are_due(random_gpt):
+    from minispec.kit import checks, data, training
+    for given in ("hello", None, [[1, 2], [3]]):
+        with pytest.raises(ValueError, match="data must be token ids"):
+            data.token_ids(given)
+    g = torch.Generator().manual_seed(0)
+    x, y = training.get_batch(b"hello world " * 10, 2, 8, g)
+    assert x.dtype == torch.long and torch.equal(x[:, 1:], y[:, :-1])
+    with pytest.raises(ValueError, match="batch_size must be an integer"):
+        training.get_batch(list(range(50)), 0, 8, g)
+    model = random_gpt(vocab_size=4, n_layer=1, block_size=8, seed=1)
+    assert torch.equal(checks.target_law(model, [1.0, 2], 1), checks.target_law(model, [1, 2], 1))
+    with pytest.raises(ValueError, match="each prompt token id"):
+        checks.target_law(model, [1.5], 1)

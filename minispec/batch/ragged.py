@@ -37,7 +37,8 @@ class RaggedCache(KVCache):
 
     def crop(self, n):
         """Row b keeps its first n[b] entries (an int: the same for every row)."""
-        n = [n] * len(self.lengths) if isinstance(n, int) else list(n)
+        n = list(n) if hasattr(n, "__iter__") else [n] * len(self.lengths)
+        n = [whole(m, "each row's length", 0) for m in n]  # 0.5, None: no; numpy's ints: yes
         if len(n) != len(self.lengths) or not all(0 <= m <= L for m, L in zip(n, self.lengths)):
             raise ValueError(f"cannot crop a cache of lengths {self.lengths} to {n}")
         self.lengths = n

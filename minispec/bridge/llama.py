@@ -224,6 +224,8 @@ class Llama(nn.Module):
                              f"model.new_cache(batch_size={len(x)})")
         cos, sin = self.rotary(pos, x.dtype)
         T, S = x.shape[1], start + x.shape[1]
+        if mask is not None and mask.dtype != torch.bool:  # SDPA would ADD a float mask to scores
+            raise ValueError(f"mask must be a bool tensor (True: attend), got {mask.dtype}")
         if mask is None and 1 < T < S:  # causal, once for all blocks: query i sees keys <= its own
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
         for i in range(self.config.n_layer) if layers is None else layers:

@@ -69,10 +69,13 @@ def bits_per_byte(model, data, block_size=256, max_windows=128):
 
 def token_ids(data):
     """Token ids as a 1-d long tensor: a list, bytes (a byte is its byte-level id) or a tensor."""
-    ids = torch.as_tensor(list(data) if isinstance(data, (bytes, bytearray)) else data)
-    if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+    try:
+        ids = torch.as_tensor(list(data) if isinstance(data, (bytes, bytearray)) else data)
+    except (TypeError, ValueError, RuntimeError):  # text (encode it first), None, ragged rows
+        ids = None
+    if ids is None or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
         raise ValueError(f"data must be token ids (a list, bytes or a 1-d integer tensor), got "
-                         f"{ids.dtype} of shape {tuple(ids.shape)}")
+                         f"{data!r:.60}")
     return ids.long()
 
 

@@ -10,14 +10,15 @@ import torch.nn.functional as F
 
 from ..drafters import ModelDrafter
 from ..methods.learned_stop import stop_features
-from ..sampling import probs
+from ..sampling import probs, whole
 from ..speculate import speculative_generate
+from .data import token_ids
 
 
 def get_batch(data, batch_size, block_size, generator):
-    """Random windows of a byte tensor: inputs x and next-byte targets y, both
-    (batch_size, block_size)."""
-    data = torch.as_tensor(data)  # a list of ids (ms.encode's) too
+    """Random windows of a byte tensor (a list of ids or bytes too): inputs x and next-byte targets
+    y, both (batch_size, block_size)."""
+    data, batch_size = token_ids(data), whole(batch_size, "batch_size")
     if len(data) < block_size + 2:
         raise ValueError(f"{len(data)} tokens of data: get_batch needs block_size + 2 or more")
     # starts 0 .. len - block_size - 2: one short of the last window that fits, kept as it is so
