@@ -207,7 +207,7 @@ def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
     float64 tensor. Each factor is `probs` of the model's own logits (float64), as `generate`
     samples from."""
     V, m = model.config.vocab_size, whole(m, "m (the tokens enumerated)")
-    if len(prompt) == 0:
+    if len(prompt) == 0 or not all(0 <= int(t) < V for t in prompt):
         raise ValueError(f"the prompt must be at least one token id in [0, {V}), got {prompt!r}")
     prompt = [whole(t, "each prompt token id", 0, V) for t in prompt]  # 1.0 is 1, 1.5 no
     seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # (V^m, m)
