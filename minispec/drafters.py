@@ -67,15 +67,14 @@ class ModelDrafter(Drafter):
             raise ValueError(f"threshold must be in [0, 1] or None, got {threshold}")
         if threshold is not None and branching is not None:
             raise ValueError("threshold stops a chain; a tree (branching) does not take it")
-        branching, width = check_tree_options(branching, width, score_temperature, replacement)
+        self.branching, self.width = check_tree_options(branching, width, score_temperature,
+                                                        replacement)
         if not hasattr(model, "new_cache"):  # None; a name ("draft") not loaded yet
             raise ValueError(f"model must be a GPT or a Llama, got a {type(model).__name__}")
         self.replacement = replacement
         self.model = model
         self.vocab_size = model.config.vocab_size
         self.threshold = threshold
-        self.branching = branching
-        self.width = width
         self.score_temperature = score_temperature
         self.cache = None
 
@@ -165,7 +164,6 @@ def as_drafter(drafter, target):
         drafter = ModelDrafter(drafter)
     if not isinstance(drafter, Drafter):
         raise ValueError(f"drafter must be a GPT or a Drafter, got {type(drafter).__name__}")
-    V = target.config.vocab_size
-    if drafter.vocab_size is not None and drafter.vocab_size != V:
+    if drafter.vocab_size not in (None, (V := target.config.vocab_size)):
         raise ValueError(f"drafter vocab_size {drafter.vocab_size} != target vocab_size {V}")
     return drafter

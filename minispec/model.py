@@ -156,8 +156,7 @@ class GPT(nn.Module):
 
     def new_cache(self, batch_size=1, size=None):
         """An empty KVCache on the weights' device and dtype (size entries, default block_size)."""
-        w = self.wte.weight
-        return KVCache(self.config, batch_size, size, w.device, w.dtype)
+        return KVCache(self.config, batch_size, size, self.wte.weight.device, self.wte.weight.dtype)
 
     def embed(self, idx, pos):
         """Token ids (B, T) at positions (T,) or (B, T) -> the first hidden states h_0 (B, T, C)."""
@@ -189,11 +188,10 @@ class GPT(nn.Module):
         pos, mask: position ids (T,) and a (T, length + T) bool attention mask (default:
             consecutive, causal), to score a token tree in one pass (tree.score_tree).
         """
-        start = cache.length if cache is not None else 0
         if not (torch.is_tensor(idx) and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
             raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r}")
         if pos is None:
-            pos = torch.arange(start, start + idx.shape[1], device=idx.device)
+            pos = getattr(cache, "length", 0) + torch.arange(idx.shape[1], device=idx.device)
         return self.ln_f(self.blocks(self.embed(idx, pos), cache, mask=mask))
 
     def forward(self, idx, cache=None, pos=None, mask=None):

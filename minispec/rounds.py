@@ -79,9 +79,8 @@ def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed
     check_sampling_args(temperature, top_k, top_p)
     if eos_token is not None:  # a token the model can emit
         whole(eos_token, "eos_token (or None)", 0, model.config.vocab_size)
-    block = model.config.block_size
-    room = f"max_new_tokens (block_size={block} holds the prompt and them)"
-    return whole(max_new_tokens, room, 1, block)
+    room = f"max_new_tokens (block_size={model.config.block_size} holds the prompt and them)"
+    return whole(max_new_tokens, room, 1, model.config.block_size)
 
 
 def check_prompt(model, ids, max_new_tokens, crop_prompt):

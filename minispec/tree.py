@@ -107,8 +107,7 @@ def score_tree(model, cache, context, tree, nodes=None):
     idx = torch.tensor([prefix + tree.tokens[a:b]], device=dev)
     pos = mask = None  # a chain needs no tree mask: consecutive positions, causal attention
     if tree.parents != list(range(-1, len(tree.parents) - 1)):
-        depth = tree.depths()[a:b]
-        pos = torch.cat([torch.arange(n - len(prefix), n), n - 1 + depth]).to(dev)  # n - 1 + d
+        pos = torch.cat([torch.arange(n - len(prefix), n), n - 1 + tree.depths()[a:b]]).to(dev)
         mask = tree_mask(tree.parents, n, len(prefix), (a, b)).to(dev)
     h = model.features(idx, cache, pos, mask)[0]
     return h, model.lm_head(h)

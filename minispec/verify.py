@@ -28,6 +28,12 @@ def residual(p, q):
     return torch.where(total > 0, r / total.clamp(min=1e-30), p)
 
 
+def _law(x, name):  # rows of probabilities, else a ValueError (logits kept every draft; nan: no)
+    if not (torch.is_tensor(x) and (x >= 0).all() and ((x.sum(-1) - 1).abs() < 1e-2).all()):
+        raise ValueError(f"{name} must be probabilities (>= 0, summing to 1): ms.probs(logits)")
+    return x
+
+
 def _check(draft_tokens, p, q=None):  # the shapes, or a ValueError; -> the drafts as ints
     g = len(draft_tokens)
     if p.dim() != 2 or p.shape[0] != g + 1:
@@ -58,7 +64,7 @@ def speculative_accept(draft_tokens, q, p, generator=None):
     Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2. Each emitted token is distributed
     exactly as p: P(keep, x) + P(reject) * residual(x) = min(p, q)(x) + (p - min(p, q))(x) = p(x).
     """
-    draft_tokens = _check(draft_tokens, p, q)
+    draft_tokens = _check(draft_tokens, _law(p, "p"), _law(q, "q"))
     for i, x in enumerate(draft_tokens):
         # Step 1: keep x with probability min(1, p/q): p == q keeps always (r < 1), p == 0 never.
         if torch.rand((), generator=generator) < accept_prob(p[i, x], q[i, x]):
@@ -78,7 +84,7 @@ def multi_draft_accept(candidates, q, p, generator=None, replacement=True):
     i + 1 came from q without the first i, renormalized: q becomes that too, so each try is the
     one-draft rule for the pair it really is (recursive rejection sampling, RSD, Jeon et al. 2024).
     """
-    if p.dim() != 1 or (q is not None and q.shape != p.shape):
+    if _law(p, "p").dim() != 1 or (q is not None and _law(q, "q").shape != p.shape):
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
                          f"{None if q is None else tuple(q.shape)}")
     candidates = [whole(c, "each candidate", 0, len(p)) for c in candidates]  # 1.7, None: no

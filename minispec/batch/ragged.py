@@ -68,6 +68,9 @@ def causal_mask(lengths, n_new, T):
     padding or entries past a row's length (rolled-back drafts, storage up to the longest row).
     Masked, not zeroed: a zero key still scores 0, so it takes softmax weight e^0 and dilutes the
     row's attention (a "phantom" key, a classic batching bug)."""
+    if len(lengths) != len(n_new) or max(n_new) > T:  # zip dropped rows; past T: a shape error
+        raise ValueError(f"one count of new tokens per row, each at most T={T}: got {len(lengths)} "
+                         f"lengths and n_new={list(n_new)}")
     m = torch.zeros(len(lengths), T, max(lengths) + T, dtype=torch.bool)
     for b, (L, n) in enumerate(zip(lengths, n_new)):
         m[b, :n, :L + n] = torch.ones(n, L + n, dtype=torch.bool).tril(L)
@@ -85,6 +88,7 @@ def feed(model, cache, seqs):
         raise ValueError(f"feed needs a minispec.batch.RaggedCache, got a {type(cache).__name__}")
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
+    seqs = [[whole(t, "each token id", 0) for t in s] for s in seqs]  # tuples, tensors: lists
     L, n, T = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs)
     if max(L) + T > cache.size:
         raise ValueError(f"the KV cache holds {cache.size} entries, {max(L) + T} needed")

@@ -10,6 +10,7 @@
 """
 import contextlib
 import itertools
+from collections.abc import Mapping
 from unittest import mock
 
 import torch
@@ -24,7 +25,13 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     fewer than `min_expected` counts are pooled into one (with the rarest other cell if the pool
     still expects fewer), so that the chi-square approximation holds; then `pearson` tests them
     (fitted: parameters fitted to these counts, a degree of freedom each).
+    counts: per cell, or a Counter of outcomes (each an index into expected_probs).
     """
+    if isinstance(counts, Mapping):  # a Counter: torch.as_tensor raised a TypeError on it
+        dense = [0] * torch.as_tensor(expected_probs).numel()
+        for x, c in counts.items():
+            dense[whole(x, "each outcome counted (an index into the probs)", 0, len(dense))] += c
+        counts = dense
     counts = torch.as_tensor(counts, dtype=torch.float64).flatten()
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
     if counts.shape != p.shape:

@@ -102,7 +102,7 @@ def draft_rollouts(model, prefixes, n_new, generator, temperature=1.0):
     cache = model.new_cache(prefixes.shape[0])
     logits, out = model(prefixes, cache)[:, -1], [prefixes]
     for _ in range(n_new):
-        token = torch.multinomial(F.softmax(logits / temperature, -1), 1, generator=generator)
+        token = torch.multinomial(probs(logits, temperature), 1, generator=generator)
         out.append(token)
         logits = model(token, cache)[:, -1]
     return torch.cat(out, 1)
