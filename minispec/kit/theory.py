@@ -78,7 +78,7 @@ def speedup(alpha, gamma, c, v=1.0):
 
 
 def best_gamma(alpha, c, max_gamma=16, v=None):
-    """The gamma in 1..max_gamma with the highest speedup; v(gamma): the verify cost (default 1)."""
+    """The gamma in 1..max_gamma with the highest speedup; v: gamma -> v(gamma + 1) (default 1)."""
     if v is not None and not callable(v):
         raise ValueError(f"v must be a function gamma -> verify cost (or None), got {v!r}")
     gammas = range(1, whole(max_gamma, "max_gamma") + 1)

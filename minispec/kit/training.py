@@ -69,9 +69,9 @@ def unroll(heads, h, x):
 
 
 def medusa_loss(model, heads, x):
-    """Self-distillation (Medusa-1): head i at t matches the target's own p at t + 1 + i (the frozen
-    target's distribution of the token it guesses),
-        L = mean_i CE(p_{t+1+i}, softmax(logits_i(t)))."""
+    """Self-distillation (Medusa-1): head i at t matches the frozen target's p_{t+2+i}, computed at
+    t + 1 + i, the distribution of the token it guesses,
+        L = mean_i CE(p_{t+2+i}, softmax(logits_i(t)))."""
     with torch.no_grad():
         h = hidden_states(model, x)  # (B, T, C)
         p = torch.softmax(model.lm_head(h), -1)  # (B, T, V)

@@ -33,6 +33,21 @@ def wrong(a, gamma, n_tokens):
     return rounds
 
 
+def count_ones(a, gamma, n_tokens):
+    """A review's wrong answer: every 1 in the round's window counts, even after a 0 (a draft
+    after a rejected one was never tested)."""
+    rounds, t = [], 0
+    while t < n_tokens:
+        k = min(gamma, n_tokens - t - 1)
+        kept = sum(a[t:t + k])
+        rounds.append(kept)
+        t += kept + 1
+    return rounds
+
+
+more_wrong = [count_ones]
+
+
 # Exercise "the round": speculative_round(target, draft, context, cache, gamma, generator,
 # temperature, top_k, top_p) -> the round's new tokens (the kept drafts, then the target's token).
 
