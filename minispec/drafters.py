@@ -18,7 +18,7 @@ class Drafter:
     vocab_size = None  # a drafter with its own vocabulary says so: it must equal the target's
     calls = 0          # draft forward passes so far
 
-    def reset(self, target, cache):
+    def reset(self, target=None, cache=None):
         """A new prompt begins: forget all state (cache: the target's, for drafters sharing it)."""
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,

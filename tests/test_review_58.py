@@ -132,3 +132,39 @@ def test_lookahead_names_an_empty_context(random_gpt):
     with pytest.raises(ValueError, match="at least one token"):
         look.draft([], 4)
     assert look.draft([5, 6], 4).tokens == [6, 6, 6, 6]  # no guesses yet: the root repeated
+
+
+# --- the copying drafters called directly (a bug hunt): their arguments checked once -----------
+
+COPIERS = ["EditLookupDrafter", "CopyCursorDrafter", "MatchLengthDrafter", "LookupTreeDrafter"]
+
+
+@pytest.mark.parametrize("name", COPIERS)
+def test_copying_drafters_take_what_the_loop_takes_and_name_the_rest(name):
+    """draft(ctx, 2.0), a tensor context or a numpy gamma gave TypeErrors from inside (or, for a
+    (1, T) tensor, an empty draft without a word); reset() wanted a target and a cache."""
+    import numpy as np
+
+    import minispec.methods as methods
+    drafter = getattr(methods, name)()
+    drafter.reset()  # outside the loop: nothing to share
+    ctx = [1, 2, 3, 4, 1, 2]
+    want = drafter.draft(ctx, 3).tokens
+    assert want and drafter.draft(torch.tensor(ctx), 3.0).tokens == want
+    assert drafter.draft(ctx, np.int64(3), depth=2.0).tokens == want[:2]
+    bad = {"gamma": (ctx, 2.5, None), "gamma ": (ctx, None, None), "depth": (ctx, 3, 2.5),
+           "context": (torch.tensor([ctx]), 3, None), "context ": ("abc", 3, None)}
+    for what, (c, gamma, depth) in bad.items():
+        with pytest.raises(ValueError, match=what.strip()):
+            drafter.draft(c, gamma, depth=depth)
+
+
+def test_copying_drafters_are_unchanged_in_the_loop(random_gpt):
+    """The checks change nothing the loop sees: temperature 0 is still generate's text."""
+    import minispec.methods as methods
+    target = random_gpt(vocab_size=16, block_size=64, seed=5)
+    ids = [1, 2, 3, 4, 1, 2, 3, 5, 1, 2]
+    want = ms.generate(target, ids, 20).tokens
+    for name in COPIERS:
+        got = ms.speculative_generate(target, getattr(methods, name)(), ids, 20, gamma=3)
+        assert got.tokens == want, name

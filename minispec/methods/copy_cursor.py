@@ -26,6 +26,7 @@ place until a 2- or 3-gram match moves it again.
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
+from .copying import draft_args
 
 
 class CopyCursorDrafter(Drafter):
@@ -37,7 +38,7 @@ class CopyCursorDrafter(Drafter):
         self.max_n = whole(max_n, "max_n", 2)
         self.reset(None, None)
 
-    def reset(self, target, cache):
+    def reset(self, target=None, cache=None):
         self.cursor = None  # where in the context the next copied token is expected
         self.source = None  # where this round's draft was copied from (None: nothing drafted)
 
@@ -56,8 +57,8 @@ class CopyCursorDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context = list(context)
-        self.source, n = self.find(context, gamma if depth is None else min(gamma, depth))
+        context, gamma = draft_args(context, gamma, depth)
+        self.source, n = self.find(context, gamma)
         if n == 0:  # nothing found, or nothing wanted (depth 0): the cursor stays where it is
             self.source = None
             return Tree.chain([])

@@ -24,6 +24,7 @@ kept).
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
+from .copying import draft_args
 
 
 class EditLookupDrafter(Drafter):
@@ -37,7 +38,7 @@ class EditLookupDrafter(Drafter):
         self.span = whole(span, "span")
         self.reset(None, None)
 
-    def reset(self, target, cache):
+    def reset(self, target=None, cache=None):
         self.edits = {}   # source tokens -> the answer's tokens in their place (tuples)
         self.gap = None   # (source position, answer position) where the answer left the copy
         self.plan = None  # this round's draft: (context length, n, tokens, source position of each)
@@ -80,8 +81,7 @@ class EditLookupDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context = list(context)
-        gamma = gamma if depth is None else min(gamma, depth)
+        context, gamma = draft_args(context, gamma, depth)
         start, n = next(tail_matches(context, self.max_n), (None, 0))  # lookup's: longest, newest
         self.plan = None
         if start is None or gamma == 0:

@@ -21,6 +21,7 @@ it, lossless at any temperature.
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
+from .copying import draft_args
 
 
 class LookupTreeDrafter(Drafter):
@@ -52,5 +53,5 @@ class LookupTreeDrafter(Drafter):
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         gamma = whole(gamma, "gamma (the tree's nodes)", low=0)  # None, -1: no budget at all
-        length = self.length if depth is None else min(self.length, depth)
-        return Tree.from_paths(self.continuations(list(context), length), gamma)
+        context, length = draft_args(context, self.length, depth)
+        return Tree.from_paths(self.continuations(context, length), gamma)

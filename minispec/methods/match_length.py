@@ -25,6 +25,7 @@ keeps a guess equal to it, so the loop stays lossless at any temperature.
 """
 from ..drafters import Drafter, PromptLookupDrafter, tail_matches
 from ..sampling import whole
+from .copying import draft_args
 
 
 class MatchLengthDrafter(Drafter):
@@ -44,7 +45,7 @@ class MatchLengthDrafter(Drafter):
     def calls(self):  # the inner drafter's forward passes
         return self.drafter.calls
 
-    def reset(self, target, cache):
+    def reset(self, target=None, cache=None):
         self.drafter.reset(target, cache)
 
     def long_match(self, context):
@@ -53,7 +54,8 @@ class MatchLengthDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context = list(context)
+        context, gamma = draft_args(context, gamma)  # depth: the inner drafter's, checked alike
+        depth = None if depth is None else whole(depth, "depth (None: any)", 0)
         if not self.long_match(context):
             gamma = min(gamma, self.short)
         return self.drafter.draft(context, gamma, temperature, top_k, top_p, generator, depth)
