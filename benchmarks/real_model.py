@@ -205,6 +205,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gamma", type=int, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' side")
+    ap.add_argument("--hf-against", default=METHODS[1], choices=METHODS,
+                    help="the minispec drafter timed against transformers' prompt lookup")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS,
                     help="the drafters timed at temperature 0 (the 2-3-gram lookup, the copy "
                          "cursor and the lookup tree also at 1)")
@@ -265,7 +267,7 @@ def main():
                              f"{tpc:.2f} | {', '.join(f'{r:.2f}' for r in ratios)} | "
                              f"{spread([a for _, _, a in got])} |")
         if not args.no_hf:
-            lines += hf_side(model, tok, prompts, n, gamma, args.repeats)
+            lines += hf_side(model, tok, prompts, n, gamma, args.repeats, args.hf_against)
         ks = [1, 2, 3, 4, 6, 8, 12, 16]
         tiny = ms.load_model("target").to(args.device)
         one_s, v_s = profile(model, ks)
@@ -292,9 +294,9 @@ def main():
     print("\n".join(lines))
 
 
-def hf_side(model, tok, prompts, n, gamma, repeats):
+def hf_side(model, tok, prompts, n, gamma, repeats, against=METHODS[1]):
     """transformers on the same file: its greedy against its prompt lookup, and its lookup against
-    minispec's, temperature 0; every output must equal minispec's greedy one."""
+    minispec's drafter `against`, temperature 0; every output must equal minispec's greedy one."""
     import transformers
     path = smollm2.gguf_path()
     hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
@@ -303,7 +305,7 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
     hf.generation_config.eos_token_id = tok.eos  # stop at <|im_end|>, as minispec's runs at T = 0
     rows = {kind: [] for kind in KINDS}
     for kind, ids in prompts:
-        drafter = drafter_for(METHODS[1], model)
+        drafter = drafter_for(against, model)
         ref = ms.generate(model, ids, n, eos_token=tok.eos).tokens
         theirs, ours, own = timed_pair(lambda ids=ids: hf_generate(hf, ids, n),
                                        lambda ids=ids: hf_generate(hf, ids, n, gamma),
@@ -319,7 +321,7 @@ def hf_side(model, tok, prompts, n, gamma, repeats):
         print("hf", kind, f"{own:.2f}x", f"minispec vs hf lookup {vs:.2f}x", flush=True)
     rows["copy: all"] = rows["copy: code"] + rows["copy: prose"]
     lines = ["", "## transformers on the same weights (temperature 0)", "",
-             "| kind | transformers' prompt lookup vs its greedy | minispec's lookup vs "
+             f"| kind | transformers' prompt lookup vs its greedy | minispec's {against} vs "
              "transformers' lookup (>1: minispec faster) |", "|---|---|---|"]
     for kind, got in rows.items():
         lines.append(f"| {kind} | {spread([a for a, _ in got])} | {spread([b for _, b in got])} |")
