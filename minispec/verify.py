@@ -30,7 +30,7 @@ def residual(p, q):
 
 def _law(x, name):  # rows of probabilities, else a ValueError (logits kept every draft; nan: no)
     if not (torch.is_tensor(x) and (x >= 0).all() and ((x.sum(-1) - 1).abs() < 1e-2).all()):
-        raise ValueError(f"{name} must be probabilities (>= 0, summing to 1): ms.probs(logits)")
+        raise ValueError(f"{name} must be distributions (>= 0, summing to 1): ms.probs(logits)")
     return x
 
 
