@@ -204,7 +204,7 @@ def test_head_drafter_trees(random_gpt):
         d = HeadDrafter(heads, ranks)
         d.reset(m, None)
         assert d.draft([3, 1, 4], 4).tokens == []
-        d.h = h
+        d.h, d.seen = h, [3, 1, 4]  # the state accept leaves: h, and the context it read
         tree = d.draft([3, 1, 4, 7], 4)
         assert tree.parents == [-1, -1, 0, 1] and all(q is None for q in tree.q.values())
         with torch.no_grad():
@@ -220,7 +220,7 @@ def test_head_drafter_trees(random_gpt):
     medusa.accuracy = [[0.6, 0.2], [0.5, 0.1]]
     d = HeadDrafter(medusa)  # the default tree: medusa_tree(accuracy, gamma)
     d.reset(m, None)
-    d.h = h
+    d.h, d.seen = h, [3, 1, 4]
     with torch.no_grad():
         top = medusa(h).topk(2, -1).indices.tolist()
     # the paths (0,), (0, 0), (1,)

@@ -210,6 +210,7 @@ def test_hydra_depth_d_reads_its_own_branchs_guess():
     d = HeadDrafter(heads, [(0,), (1,), (0, 0), (1, 0)])
     d.reset(m, None)
     d.h = m.features(torch.tensor([[3, 1, 4]]))[0, -1].detach()
+    d.seen = [3, 1, 4]  # the context h was read on (accept sets both)
     tree = d.draft([3, 1, 4, 7], 4)
     assert calls == [(0, [7]), (1, tree.tokens[:2])]
 

@@ -41,13 +41,15 @@ def to_hf(model):
     Example: to_hf(load_model("draft"))(torch.tensor([[1, 2]])).logits  # (1, 2, 256)
     """
     from transformers import GPT2Config, GPT2LMHeadModel
+    if not isinstance(model, GPT):  # a Llama listed hundreds of missing GPT-2 keys
+        raise ValueError(f"to_hf converts a minispec GPT, got a {type(model).__name__}")
     c = model.config
     config = GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd,
                         n_layer=c.n_layer, n_head=c.n_head, activation_function="gelu_new",
                         layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=None,
                         pad_token_id=None)
-    hf = GPT2LMHeadModel(config)
+    hf = GPT2LMHeadModel(config).to(model.wte.weight.dtype)  # float64 stays float64
     missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
     if [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias"))] or unexpected:
         raise ValueError(f"state dicts do not match: missing {missing}, unexpected {unexpected}")

@@ -10,9 +10,11 @@
 """
 import contextlib
 import itertools
+import random
 from collections.abc import Mapping
 from unittest import mock
 
+import numpy
 import torch
 
 from ..sampling import probs, whole
@@ -36,8 +38,8 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     p = torch.as_tensor(expected_probs, dtype=torch.float64).flatten()
     if counts.shape != p.shape:
         raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(p.shape)} differ")
-    if not ((counts >= 0).all() and (p >= 0).all()):  # False for nan too
-        raise ValueError("counts and expected probabilities must be numbers >= 0")
+    if not ((counts >= 0).all() and (p >= 0).all() and counts.isfinite().all()):  # nan, inf: no
+        raise ValueError("counts and expected probabilities must be finite numbers >= 0")
     if not ((counts == counts.round()).all() and counts.sum() > 0):  # frequencies would pass
         raise ValueError(f"counts must be whole numbers, not all 0 (frequencies?), got {counts}")
     if abs(float(p.sum()) - 1) > 1e-6:
@@ -67,15 +69,19 @@ def pearson(observed, expected, fitted=0):
 
 
 class _Coin:
-    """What torch.rand(()) returns inside exact_law: `coin < a` is a branch point, True with
-    probability a."""
+    """What torch.rand(()) returns inside exact_law: a uniform draw u, known to lie in [lo, hi)
+    (at first [0, 1)). `coin < a` is a branch point, True with probability P(u < a | lo <= u < hi),
+    a for a fresh coin, and it narrows [lo, hi): a rule that compares one draw again (one u reused
+    at every position) is enumerated as that rule, not as one with a fresh draw each time."""
 
     def __init__(self, choose):
-        self.choose = choose
+        self.choose, self.lo, self.hi = choose, 0.0, 1.0
 
     def __lt__(self, a):
-        a = min(1.0, max(0.0, float(a)))
-        return self.choose([1.0 - a, a]) == 1
+        a = min(self.hi, max(self.lo, float(a)))
+        below = self.choose([self.hi - a, a - self.lo]) == 1
+        self.lo, self.hi = (self.lo, a) if below else (a, self.hi)
+        return below
 
     __le__ = __lt__  # a uniform draw equals a with probability 0: `coin <= a` is `coin < a`
 
@@ -88,7 +94,8 @@ class _Coin:
 # other ways to draw a token or a coin (a model's initialization, randn and uniform_, stays free)
 OTHER_DRAWS = [(torch, "randint"), (torch, "randperm"), (torch, "bernoulli"), (torch, "rand_like"),
                (torch.Tensor, "multinomial"), (torch.Tensor, "exponential_"),
-               (torch.Tensor, "bernoulli_"), (torch.Tensor, "random_")]
+               (torch.Tensor, "bernoulli_"), (torch.Tensor, "random_"), (random, "random"),
+               (random, "uniform"), (numpy.random, "rand"), (numpy.random, "random")]
 
 
 def exact_law(fn):

@@ -44,9 +44,9 @@ def exit_logits(model, idx):
 
 
 def early_exit_loss(exits, y):
-    """LayerSkip's loss: final-layer cross-entropy plus the earlier exits, weighted l / N (deeper
-    exits count more), loss = CE(exit_N) + sum_{l<N} (l / N) CE(exit_l) / (N - 1).
-    -> (loss, [CE of each exit])"""
+    """LayerSkip's loss, simplified (linear weights, no curriculum, no layer dropout): the last
+    exit's cross-entropy plus the earlier exits', weighted l / N (deeper exits count more),
+    loss = CE(exit_N) + sum_{l<N} (l / N) CE(exit_l) / (N - 1). -> (loss, [CE of each exit])"""
     N = len(exits)
     ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
     early = sum(k / N * ce[k - 1] for k in range(1, N))  # exits 1..N-1 (the l of the formula)

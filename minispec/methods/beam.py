@@ -13,7 +13,7 @@ import torch
 from ..drafters import Drafter
 from ..sampling import whole
 from ..tree import Tree, score_tree
-from .early_exit import check_model
+from .args import check_model, tree_args
 
 
 class BeamDrafter(Drafter):
@@ -48,6 +48,7 @@ class BeamDrafter(Drafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        context, gamma, depth = tree_args(context, gamma, depth)
         if self.cache is None:
             self.reset()
         D = min(self.depth, gamma, self.depth if depth is None else depth)

@@ -26,7 +26,7 @@ place until a 2- or 3-gram match moves it again.
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
-from .copying import draft_args
+from .args import draft_args
 
 
 class CopyCursorDrafter(Drafter):

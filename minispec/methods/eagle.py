@@ -19,8 +19,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..drafters import Drafter, pick
-from ..model import WEIGHTS_DIR, Block, GPTConfig, KVCache
+from ..model import GPT, WEIGHTS_DIR, Block, GPTConfig, KVCache
 from ..tree import Tree, check_tree_options, grow_tree, tree_mask
+from .args import check_model, tree_args
 from .heads import fit, read
 
 
@@ -51,6 +52,8 @@ class EagleHead(nn.Module):
 
 def load_eagle(target, path=None):
     """The shipped EAGLE head on top of the shipped target (or a saved file)."""
+    if not isinstance(check_model(target), GPT) or not isinstance(path, (str, Path, type(None))):
+        raise ValueError(f"load_eagle(a GPT, None or a file's path), got {target!r:.40}, {path!r}")
     path = Path(path or WEIGHTS_DIR / "eagle_head.pt")
     if not path.exists():
         raise ValueError(f"no EAGLE head at {path}: give a saved file's path, or None for the "
@@ -93,13 +96,15 @@ class EagleDrafter(Drafter):
         self.pending = w.new_zeros(0, w.shape[1])  # true features (k, C) not fed yet
         self.n_ctx = 0  # head cache entries made of true features
         self.f = {}     # node -> its predicted feature f_hat
+        self.seen = None  # the tokens the features cover (None: none yet, or before reset)
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        context, gamma, depth = tree_args(context, gamma, depth)
         self.f = {}
-        if gamma < 1 or depth == 0 or (not len(self.pending) and not self.n_ctx):
-            return Tree()  # the last token, or nothing to read yet: no drafts
+        if gamma < 1 or depth == 0 or getattr(self, "seen", None) != context[:-1]:
+            return Tree()  # the last token, or no features of this context yet: no drafts
         if self.branching:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,
                                     temperature, top_k, top_p, generator, self.score_temperature,
@@ -142,3 +147,4 @@ class EagleDrafter(Drafter):
         self.cache.crop(self.n_ctx)  # drop the drafted entries
         kept = hidden[[root + 1 + i for i in path]]
         self.pending = torch.cat([self.pending, hidden[:root + 1], kept])
+        self.seen = list(context) + [tree.tokens[i] for i in path]

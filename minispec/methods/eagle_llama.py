@@ -30,6 +30,7 @@ from ..bridge.llama import Block, Llama, LlamaCache, RMSNorm
 from ..drafters import Drafter, pick
 from ..model import WEIGHTS_DIR
 from ..tree import Tree
+from .args import draft_args
 from .heads import fit, read
 
 SMOLLM2 = {"n_layer": 30, "n_embd": 576, "vocab_size": 49152}  # how SmolLM2-135M is recognised
@@ -178,13 +179,14 @@ class EagleLlamaDrafter(Drafter):
         self.cache = LlamaCache(self.head.config, 1, size, w.device, w.dtype)
         self.pending = w.new_zeros(0, w.shape[1])  # fused features g of positions n_ctx.. not fed
         self.n_ctx = 0  # head cache entries made of true features (entry t: position t)
+        self.fed = None  # the tokens the features cover (None: none yet, or before reset)
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        n = gamma if depth is None else min(gamma, depth)
-        if n < 1 or not len(self.pending):
-            return Tree()  # nothing to read yet (the first round), or no drafts wanted
+        context, n = draft_args(context, gamma, depth)
+        if n < 1 or getattr(self, "fed", None) != context[:-1]:
+            return Tree()  # no features of this context yet (the first round), or no drafts wanted
         k = len(self.pending)  # true pairs (g_t, x_{t+1}) at entries n_ctx..n_ctx + k - 1
         x = torch.tensor([context[self.n_ctx + 1:self.n_ctx + 1 + k]], device=self.pending.device)
         s = self.head(self.pending[None], x, self.cache)[0, -1]
@@ -214,3 +216,4 @@ class EagleLlamaDrafter(Drafter):
         with torch.inference_mode():
             g = self.head.fused(low[rows], mid[rows], hidden[rows])
         self.pending = torch.cat([self.pending, g])
+        self.fed = list(context) + [tree.tokens[i] for i in path]

@@ -12,13 +12,7 @@ import torch
 from ..drafters import Drafter, pick, unsure
 from ..sampling import whole
 from ..tree import Tree
-
-
-def check_model(model):
-    """model, if it is a model (a GPT or a Llama: it has new_cache); else a ValueError."""
-    if not hasattr(model, "new_cache"):  # None; a name ("target") not loaded yet
-        raise ValueError(f"model must be a GPT or a Llama, got a {type(model).__name__}")
-    return model
+from .args import check_model, draft_args
 
 
 def check_threshold(threshold):
@@ -55,6 +49,7 @@ class EarlyExitDrafter(Drafter):
         self.shallow = 0
         self.deep = 0
         self.h = []  # h_k (1, T, C) of positions deep..shallow-1: waiting for blocks k..N-1
+        self.seen = []  # the tokens fed to blocks < k, in order (the first `shallow` are cached)
 
     @property
     def first(self):
@@ -69,13 +64,28 @@ class EarlyExitDrafter(Drafter):
         x = self.model.embed(torch.tensor([seq[self.shallow:]], device=dev), pos)
         self.h.append(self.model.blocks(x, self.cache, range(self.first), start=self.shallow))
         self.shallow = len(seq)
+        self.seen = list(seq)
         return self.h[-1]
+
+    def args(self, context, gamma, depth):
+        """draft's arguments checked (args.draft_args) -> (context as a list, tokens to draft).
+        A context that does not extend what the cache holds (a direct call; the loop's always do)
+        backs the cache up to where the two part, so a draft never reads another text's keys."""
+        seq, gamma = draft_args(context, gamma, depth)
+        if not seq:
+            raise ValueError("context must hold at least one token: the loop's hold the prompt")
+        same = next((i for i, (a, b) in enumerate(zip(self.seen, seq)) if a != b), len(self.seen))
+        if min(same, len(seq) - 1) < self.shallow:  # the last token is always fed to draft
+            self.shallow = self.deep = min(same, len(seq) - 1, self.deep)
+            self.h = []
+        return seq, gamma
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        seq, qs = list(context), []
-        for _ in range(gamma if depth is None else min(gamma, depth)):
+        seq, gamma = self.args(context, gamma, depth)
+        qs = []
+        for _ in range(gamma):
             logits = self.model.lm_head(self.model.ln_f(self._shallow(seq)[0, -1]))  # (V,)
             self.calls += 1
             token, q = pick(logits, temperature, top_k, top_p, generator)
@@ -83,7 +93,7 @@ class EarlyExitDrafter(Drafter):
             qs.append(q)
             if unsure(logits, self.threshold):
                 break  # verify now (the unsure draft itself may well be right)
-        return Tree.chain(seq[len(context):], qs)
+        return Tree.chain(seq[len(seq) - len(qs):], qs)
 
     @torch.inference_mode()
     def score(self, target, cache, context, tree):

@@ -24,7 +24,7 @@ kept).
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
-from .copying import draft_args
+from .args import draft_args
 
 
 class EditLookupDrafter(Drafter):

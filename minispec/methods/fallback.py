@@ -2,6 +2,7 @@
 from ..drafters import Drafter, ModelDrafter
 from ..model import GPT
 from ..sampling import whole
+from .args import tree_args
 
 
 class FallbackDrafter(Drafter):
@@ -36,6 +37,7 @@ class FallbackDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        context, gamma, depth = tree_args(context, gamma, depth)
         tree = self.first.draft(context, gamma, temperature, top_k, top_p, generator, depth)
         self.used = self.first if tree.tokens else self.then
         if self.used is self.then:

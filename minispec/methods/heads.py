@@ -12,6 +12,7 @@ from ..drafters import Drafter
 from ..model import WEIGHTS_DIR
 from ..sampling import whole
 from ..tree import Tree
+from .args import check_model, tree_args
 
 
 class MedusaHeads(nn.Module):
@@ -52,6 +53,7 @@ class MedusaHeads(nn.Module):
 
 def load_heads(model, name="medusa"):
     """The shipped heads on `model`: "medusa", "hydra" (sequential), or a saved file's path."""
+    check_model(model)  # a name ("target") not loaded yet: a ValueError, not an AttributeError
     if not isinstance(name, (str, Path)):  # Path(None) is a TypeError
         raise ValueError(f"name must be 'medusa', 'hydra' or a file's path, got {name!r}")
     path = WEIGHTS_DIR / f"{name}_heads.pt" if name in ("medusa", "hydra") else Path(name)
@@ -138,12 +140,14 @@ class HeadDrafter(Drafter):
                              "is another one): build the drafter again on this target")
         self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
         self.h = None
+        self.seen = None  # the tokens up to the one h predicted after (None: no h yet)
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        if self.h is None or gamma < 1 or depth == 0:
-            return Tree()
+        context, gamma, depth = tree_args(context, gamma, depth)
+        if gamma < 1 or depth == 0 or getattr(self, "seen", None) != context[:-1]:
+            return Tree()  # no hidden state of this context yet (the first round), or no drafts
         accuracy = self.heads.accuracy  # a list, an array or a tensor: medusa_tree takes each
         if accuracy is None or not len(accuracy):
             accuracy = [[1.0]] * len(self.heads.res)
@@ -170,3 +174,4 @@ class HeadDrafter(Drafter):
     def accept(self, context, tree, path, hidden, logits):
         root = len(hidden) - len(tree.tokens) - 1  # the hidden state that predicted the new token:
         self.h = hidden[root + 1 + path[-1] if path else root]
+        self.seen = list(context) + [tree.tokens[i] for i in path]

@@ -25,7 +25,8 @@ import torch
 from ..drafters import pick, unsure
 from ..sampling import real, whole
 from ..tree import Tree
-from .early_exit import EarlyExitDrafter, check_model, check_threshold
+from .args import check_model
+from .early_exit import EarlyExitDrafter, check_threshold
 
 
 def speedup(a, gamma, skipped, n_layer):
@@ -104,6 +105,7 @@ def search_skip(model, ids, gamma=4, max_skip=None, min_agreement=None):
     speedup(a(S), gamma, (N - |S|) / N) wins, or given min_agreement the largest set reaching it
     (if none does, the first)."""
     N = model.config.n_layer
+    gamma = whole(gamma, "gamma (the tokens a round drafts)")  # None, -3: a ValueError
     max_skip = check_search(N, max_skip, min_agreement)
     hs = block_inputs(model, ids)
     tried, path, skip = {}, [], ()
@@ -160,12 +162,13 @@ class LayerSkipDrafter(EarlyExitDrafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        seq, n = self.args(context, gamma, depth)
         if self.skip is None:  # SWIFT: chosen on the prompt itself
-            self.skip, self.tried = search_skip(self.model, context, gamma, self.max_skip,
+            self.skip, self.tried = search_skip(self.model, seq, gamma, self.max_skip,
                                                 self.min_agreement)
         later = [j for j in range(self.first, self.model.config.n_layer) if j not in self.skip]
-        seq, qs = list(context), []
-        for _ in range(gamma if depth is None else min(gamma, depth)):
+        qs = []
+        for _ in range(n):
             start = self.shallow  # the new tokens: blocks < s (kept), then the later unskipped
             h = self.model.blocks(self._shallow(seq), self.cache, later, start=start)  # (1, T, C)
             logits = self.model.lm_head(self.model.ln_f(h[0, -1]))  # (V,)
@@ -175,4 +178,4 @@ class LayerSkipDrafter(EarlyExitDrafter):
             qs.append(q)
             if unsure(logits, self.threshold):
                 break
-        return Tree.chain(seq[len(context):], qs)
+        return Tree.chain(seq[len(seq) - len(qs):], qs)

@@ -8,6 +8,7 @@ The guesses are deterministic (no q): verify.verify_tree draws x ~ p and keeps a
 from ..drafters import Drafter
 from ..sampling import whole
 from ..tree import Tree
+from .args import tree_args
 
 
 class Lookahead(Drafter):
@@ -28,7 +29,8 @@ class Lookahead(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        if not len(context):  # the loop's context holds the prompt at least
+        context, gamma, depth = tree_args(context, gamma, depth)
+        if not context:  # the loop's context holds the prompt at least
             raise ValueError("context must hold at least one token: the root the window follows")
         self.W = min(self.window, gamma, gamma if depth is None else depth)
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]

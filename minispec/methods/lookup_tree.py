@@ -21,7 +21,7 @@ it, lossless at any temperature.
 from ..drafters import Drafter, tail_matches
 from ..sampling import whole
 from ..tree import Tree
-from .copying import draft_args
+from .args import draft_args
 
 
 class LookupTreeDrafter(Drafter):

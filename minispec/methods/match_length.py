@@ -25,7 +25,7 @@ keeps a guess equal to it, so the loop stays lossless at any temperature.
 """
 from ..drafters import Drafter, PromptLookupDrafter, tail_matches
 from ..sampling import whole
-from .copying import draft_args
+from .args import draft_args
 
 
 class MatchLengthDrafter(Drafter):

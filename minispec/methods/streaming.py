@@ -16,7 +16,7 @@ import torch
 from ..drafters import Drafter, pick
 from ..sampling import whole
 from ..tree import Tree
-from .early_exit import check_model
+from .args import check_model, draft_args
 
 
 class StreamingDrafter(Drafter):
@@ -65,10 +65,10 @@ class StreamingDrafter(Drafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        context, gamma = draft_args(context, gamma, depth)
         n = self.cache.length  # the target has cached context[:n]; the rest is new
         if n == 0:
             return Tree.chain([])  # the first round reads the prompt (the loop's prefill) alone
-        gamma = gamma if depth is None else min(gamma, depth)
         small = self.view(n, len(context) - n + gamma)
         dev = self.model.wte.weight.device
         seq, qs, feed = list(context), [], list(context[n:])

@@ -5,6 +5,7 @@ Moved out of the core; minispec.verify.typical_accept still names it.
 import torch
 
 from ..sampling import real, sample, whole
+from ..verify import _law
 
 
 def typical_accept(candidates, q, p, generator=None, replacement=True, *, eps=0.09, delta=0.3):
@@ -31,6 +32,7 @@ def candidate_ids(candidates, p):
     or a ValueError naming the bad one (typical_accept's check, topk_accept's too)."""
     if not (torch.is_tensor(p) and p.dim() == 1):
         raise ValueError(f"p must be the target's distribution, a (V,) tensor, got {p!r}")
+    _law(p, "p")  # logits would be read as probabilities (p[x] > threshold), silently
     try:
         candidates = list(candidates)
     except TypeError:  # None, an int, a 0-d tensor

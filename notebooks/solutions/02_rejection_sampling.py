@@ -1,5 +1,7 @@
 """Notebook 02's exercises, "the rule over gamma drafts" (`*_rule`) and "verify a guess that has no
 distribution": reference solutions and classic wrong answers (tests/test_exercises.py)."""
+import random
+
 import torch
 
 import minispec as ms
@@ -141,5 +143,29 @@ def imported_rule(draft_tokens, q, p, generator):
     return speculative_accept(list(draft_tokens), q, p, generator)
 
 
+def one_coin_rule(draft_tokens, q, p, generator):
+    """Wrong: one uniform u drawn up front and compared at every position, so the acceptances are
+    correlated (both drafts kept with probability min(a_1, a_2), not a_1 a_2). The check once
+    enumerated each comparison as a fresh coin and passed it (a student review)."""
+    u = torch.rand((), generator=generator)
+    for i, x in enumerate(draft_tokens):
+        if u < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
+def python_random_rule(draft_tokens, q, p, generator):
+    """Wrong: the right rule, with its coins from Python's `random` (neither seeded by `generator`
+    nor seen by the enumeration: exact_law refuses it)."""
+    for i, x in enumerate(draft_tokens):
+        if random.random() < min(1.0, float(p[i, x] / q[i, x])):
+            continue
+        r = torch.clamp(p[i] - q[i], min=0)
+        return i, ms.sample(r / r.sum(), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
 more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
-                   global_rng_rule, package_rule, imported_rule]
+                   global_rng_rule, package_rule, imported_rule, one_coin_rule, python_random_rule]

@@ -1,0 +1,28 @@
+"""What a drafter checks: its model, and its `draft`'s arguments when it is called directly (the
+loop passes a list and whole numbers, a reader may pass a tensor, 2.0, None or a batch)."""
+from ..sampling import whole
+
+
+def check_model(model):
+    """model, if it is a model (a GPT or a Llama: it has new_cache); else a ValueError."""
+    if not hasattr(model, "new_cache"):  # None; a name ("target") not loaded yet
+        raise ValueError(f"model must be a GPT or a Llama, got a {type(model).__name__}")
+    return model
+
+
+def draft_args(context, gamma, depth=None):
+    """-> (the context as a list of token ids, min(gamma, depth) as an int), else a ValueError.
+    Example: draft_args(torch.tensor([5, 6, 5]), 3.0, depth=2) == ([5, 6, 5], 2)"""
+    if context is None or isinstance(context, (str, bytes)) or getattr(context, "ndim", 1) != 1:
+        raise ValueError(f"context must be one sequence of token ids, got {context!r:.80}")
+    gamma = whole(gamma, "gamma (tokens to draft)", 0)
+    if depth is not None:
+        gamma = min(gamma, whole(depth, "depth (None: any)", 0))
+    return (context.tolist() if hasattr(context, "tolist") else list(context)), gamma
+
+
+def tree_args(context, gamma, depth=None):
+    """A tree's gamma is its nodes, depth its depth -> (the context as a list, gamma as an int,
+    depth as an int or None), else a ValueError."""
+    context, gamma = draft_args(context, gamma)
+    return context, gamma, None if depth is None else whole(depth, "depth (None: any)", 0)
