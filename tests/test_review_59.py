@@ -202,3 +202,24 @@ def test_to_hf_converts_a_gpt_in_its_own_dtype():
         hf.to_hf(None)
     draft = ms.load_model("draft").double()
     assert hf.to_hf(draft).dtype == torch.float64  # it came back float32: not the same weights
+
+
+def test_kit_training_and_batch_name_their_bad_arguments(target):
+    """Each raised from inside (a TypeError, an IndexError, torch's dtype error) or returned an
+    empty result without a word; the batch's all-empty rows now feed as a (B, 0) batch."""
+    from minispec.batch import RaggedCache, causal_mask, feed
+    from minispec.kit import training
+    from minispec.methods import medusa_tree
+    data = torch.tensor(ms.encode("def f(x):\n    return x + 1\n" * 20))
+    bad = {"block_size": lambda: training.get_batch(data, 2, 0, torch.Generator()),
+           "idx must be": lambda: training.exit_logits(target, torch.tensor(B)),
+           "at least one exit": lambda: training.early_exit_loss([], torch.zeros(1, 2).long()),
+           "one row of rank": lambda: medusa_tree([0.5, 0.2]),
+           "one count of new tokens": lambda: causal_mask([], [], 3)}
+    for message, call in bad.items():
+        with pytest.raises(ValueError, match=message):
+            call()
+    cache = RaggedCache(target.config, 2)
+    assert feed(target, cache, [[], []])[1].shape == (2, 0, 256) and cache.lengths == [0, 0]
+    rows = training.reliability([0.1, 0.9], [0.0, 1.0])  # lists, as a reader passes them
+    assert [(lo, n, y) for lo, _, n, _, y in rows] == [(0.0, 1, 0.0), (0.8, 1, 1.0)]

@@ -68,7 +68,7 @@ def causal_mask(lengths, n_new, T):
     padding or entries past a row's length (rolled-back drafts, storage up to the longest row).
     Masked, not zeroed: a zero key still scores 0, so it takes softmax weight e^0 and dilutes the
     row's attention (a "phantom" key, a classic batching bug)."""
-    if len(lengths) != len(n_new) or max(n_new) > T:  # zip dropped rows; past T: a shape error
+    if not lengths or len(lengths) != len(n_new) or max(n_new) > T:  # zip dropped rows; past T
         raise ValueError(f"one count of new tokens per row, each at most T={T}: got {len(lengths)} "
                          f"lengths and n_new={list(n_new)}")
     m = torch.zeros(len(lengths), T, max(lengths) + T, dtype=torch.bool)
@@ -93,7 +93,8 @@ def feed(model, cache, seqs):
     if max(L) + T > cache.size:
         raise ValueError(f"the KV cache holds {cache.size} entries, {max(L) + T} needed")
     dev = model.wte.weight.device
-    idx = torch.tensor([s + [0] * (T - len(s)) for s in seqs], device=dev)  # (B, T), pad: token 0
+    pad = [s + [0] * (T - len(s)) for s in seqs]  # (B, T): each row padded with token 0
+    idx = torch.tensor(pad, dtype=torch.long, device=dev)  # long: rows all empty are no floats
     if len(set(L)) == len(set(n)) == 1:  # rows alike: plain causal attention
         pos, mask = torch.arange(L[0], L[0] + T), None
     else:  # each row's own positions (padding: position 0) and mask

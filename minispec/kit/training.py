@@ -19,6 +19,7 @@ def get_batch(data, batch_size, block_size, generator):
     """Random windows of a byte tensor (a list of ids or bytes too): inputs x and next-byte targets
     y, both (batch_size, block_size)."""
     data, batch_size = token_ids(data), whole(batch_size, "batch_size")
+    block_size = whole(block_size, "block_size")  # 0 gave empty windows, 2.5 a TypeError
     if len(data) < block_size + 2:
         raise ValueError(f"{len(data)} tokens of data: get_batch needs block_size + 2 or more")
     # starts 0 .. len - block_size - 2: one short of the last window that fits, kept as it is so
@@ -36,6 +37,8 @@ def hidden_states(model, idx):
 
 def exit_logits(model, idx):
     """idx (B, T) -> [the logits after block l, through the shared ln_f and head, for l = 1..N]."""
+    if not (torch.is_tensor(idx) and idx.dim() == 2):  # a (T,) tensor: an IndexError inside
+        raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r:.60}")
     x, out = model.embed(idx, torch.arange(idx.shape[1], device=idx.device)), []
     for layer in range(model.config.n_layer):
         x = model.blocks(x, layers=[layer])
@@ -48,6 +51,8 @@ def early_exit_loss(exits, y):
     exit's cross-entropy plus the earlier exits', weighted l / N (deeper exits count more),
     loss = CE(exit_N) + sum_{l<N} (l / N) CE(exit_l) / (N - 1). -> (loss, [CE of each exit])"""
     N = len(exits)
+    if not N:
+        raise ValueError("exits must hold the logits of at least one exit (exit_logits)")
     ce = [F.cross_entropy(e.flatten(0, 1), y.flatten()) for e in exits]
     early = sum(k / N * ce[k - 1] for k in range(1, N))  # exits 1..N-1 (the l of the formula)
     return ce[-1] + early / max(N - 1, 1), ce
@@ -164,7 +169,7 @@ def acceptance_rows(target, draft, prompts, temperature, new_tokens=64, gamma=8)
 def reliability(a, y, edges=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)):
     """Predicted chances a (N,) against observed labels y (N,), binned by a -> rows (low, high,
     count, mean a, mean y), one per non-empty bin: a calibrated head has mean a ~ mean y."""
-    out = []
+    a, y, out = torch.as_tensor(a), torch.as_tensor(y), []  # lists too
     for lo, hi in zip(edges[:-1], edges[1:]):
         inside = (a >= lo) & ((a < hi) if hi < edges[-1] else (a <= hi))
         if inside.any():

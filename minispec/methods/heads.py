@@ -97,8 +97,8 @@ def fit(head, ckpt, path):
 def medusa_tree(accuracy, size=8):
     """Medusa's static tree: the `size` rank paths (r_1, .., r_d) with the largest expected gain
     prod_i accuracy[i][r_i], picked greedily (a prefix never scores lower, so the set is a tree)."""
-    if not len(accuracy):
-        raise ValueError("accuracy must hold one row of rank accuracies per head, got none")
+    if not len(accuracy) or not all(hasattr(row, "__len__") for row in accuracy):  # [0.5, 0.2]
+        raise ValueError(f"accuracy must hold one row of rank accuracies per head, got {accuracy}")
     size = whole(size, "size (the tree's nodes)")
     paths, frontier = [], {(r,): a for r, a in enumerate(accuracy[0])}
     while len(paths) < size and frontier:
