@@ -108,14 +108,14 @@ def exact_law(fn):
         return enumerate_draws(fn)
 
 
-def own_rule(fn):
-    """fn, with the package's verifiers refusing to run while it runs, however fn reaches them (as
-    ms.speculative_accept, or a name imported before): an exercise that asks for the rule written
-    by hand rejects a call to them (notebook 02's once passed them). Each verifier's code is
-    swapped for refused_rule's while fn runs, so every reference to it refuses."""
+def own_rule(fn, rules=None):
+    """fn, with the package's verifiers (or the functions `rules`) refusing to run while it runs,
+    however fn reaches them (ms.speculative_accept, or a name imported before): an exercise that
+    asks for the rule written by hand rejects a call to them (notebook 02's once passed them).
+    Each one's code is swapped for refused_rule's while fn runs, so every reference refuses."""
     from minispec import verify
-    rules = [getattr(verify, name) for name in ("speculative_accept", "multi_draft_accept",
-                                                 "verify_tree")]  # the functions, not names
+    rules = rules or [getattr(verify, name) for name in ("speculative_accept",
+                                                         "multi_draft_accept", "verify_tree")]
 
     def guarded(*args, **kwargs):
         codes = [rule.__code__ for rule in rules]
@@ -131,8 +131,8 @@ def own_rule(fn):
 
 def refused_rule(*args, **kwargs):
     """What a package verifier runs inside own_rule: calling it fails the exercise."""
-    raise AssertionError("write the rule yourself: speculative_accept, multi_draft_accept and "
-                         "verify_tree are the package's own")
+    raise AssertionError("write the rule yourself (or the conversion): the package's own refuses "
+                         "to run inside the exercise")
 
 
 def refused(name):

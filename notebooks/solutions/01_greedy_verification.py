@@ -227,5 +227,34 @@ def no_bonus_sampled(target, draft, context, cache, gamma, generator, temperatur
     return round_fn(target, draft, context, cache, gamma, generator, temperature, top_k, top_p)
 
 
+def reseeded(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+             top_p=None):
+    """Wrong: torch's global generator seeded inside the round, then drawn from (generator None):
+    every round draws the same coins (found by a red team of the checks)."""
+    torch.manual_seed(0)
+    return solution_round(target, draft, context, cache, gamma, None, temperature, top_k, top_p)
+
+
+def own_generator(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                  top_p=None):
+    """Wrong the same way: a fresh generator of its own each round, `generator` ignored."""
+    g = torch.Generator().manual_seed(0)
+    return solution_round(target, draft, context, cache, gamma, g, temperature, top_k, top_p)
+
+
+def rereads_context(target, draft, context, cache, gamma, generator, temperature=1.0, top_k=None,
+                    top_p=None):
+    """Wrong: one target call a round, but on the whole context again (the cache emptied first):
+    no_cache's cost in the round's one call."""
+    drafts, q = _drafts(draft, context, gamma, generator, temperature, top_k, top_p)
+    cache.crop(0)
+    logits = target(torch.tensor([context + drafts]), cache)[0, -gamma - 1:]
+    p = ms.probs(logits, temperature, top_k, top_p)
+    n, token = ms.speculative_accept(drafts, q, p, generator)
+    cache.crop(len(context) + n)
+    return drafts[:n] + [token]
+
+
 more_wrong_round = [no_rollback, p_off_by_one, bonus_wrong_row, raw_p, greedy_draft_soft_q,
-                    no_cache, no_bonus, no_top_p, global_rng, reject_all_sampled, no_bonus_sampled]
+                    no_cache, no_bonus, no_top_p, global_rng, reject_all_sampled, no_bonus_sampled,
+                    reseeded, own_generator, rereads_context]

@@ -53,7 +53,19 @@ def imported_verifier(x, p, generator):
 
 
 # found by reviews: the check must reject these too
-more_wrong = [global_rng, package_verifier, imported_verifier]
+def reseeded(x, p, generator):
+    """Wrong: torch's global generator seeded "for reproducibility" inside, then drawn from: the
+    right law, but every call returns the same answer (found by a red team of the checks)."""
+    torch.manual_seed(0)
+    return solution(x, p, None)
+
+
+def own_generator(x, p, generator):
+    """Wrong the same way: a fresh generator of its own on every call, `generator` ignored."""
+    return solution(x, p, torch.Generator().manual_seed(0))
+
+
+more_wrong = [global_rng, package_verifier, imported_verifier, reseeded, own_generator]
 
 
 # Exercise "the rule": accept(draft_tokens, q, p, generator) -> (n accepted, the target's token).
@@ -167,5 +179,17 @@ def python_random_rule(draft_tokens, q, p, generator):
     return len(draft_tokens), ms.sample(p[-1], generator)
 
 
+def reseeded_rule(draft_tokens, q, p, generator):
+    """Wrong: the right rule on torch's global generator, seeded inside: the same answer always."""
+    torch.manual_seed(0)
+    return solution_rule(draft_tokens, q, p, None)
+
+
+def own_generator_rule(draft_tokens, q, p, generator):
+    """Wrong: the right rule on a fresh generator of its own, `generator` ignored."""
+    return solution_rule(draft_tokens, q, p, torch.Generator().manual_seed(0))
+
+
 more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
-                   global_rng_rule, package_rule, imported_rule, one_coin_rule, python_random_rule]
+                   global_rng_rule, package_rule, imported_rule, one_coin_rule, python_random_rule,
+                   reseeded_rule, own_generator_rule]

@@ -68,5 +68,10 @@ def tie_last_seen(context, gamma):
     return out
 
 
-more_wrong = [tie_largest_id, frequent_first_only, tie_last_seen]  # found by reviews
+def recent_window(context, gamma):
+    """Wrong: the counts over the last 64 tokens only (a match far back is lost)."""
+    return solution(context[-64:], gamma)
+
+
+more_wrong = [tie_largest_id, frequent_first_only, tie_last_seen, recent_window]  # reviews
 # (tests/test_exercises.py)

@@ -87,4 +87,15 @@ def batched_length(decode_batch, prompts, n):
 
 
 # the check rejects these too (tests/test_exercises.py)
-more_wrong = [only_longest, zipped, last_difference, length_first, batched_length]
+def truthy_index(decode_batch, prompts, n):
+    """Wrong: `i if i else ...` reads a difference at new token 0 as none (found by a red team)."""
+    outs, result = decode_batch(prompts, n), []
+    for o, p in zip(outs, prompts):
+        alone = decode_batch([p], n)[0].tokens
+        i = next((i for i, (a, b) in enumerate(zip(o.tokens, alone)) if a != b), None)
+        end = min(len(o.tokens), len(alone)) if len(o.tokens) != len(alone) else None
+        result.append(i if i else end)
+    return result
+
+
+more_wrong = [only_longest, zipped, last_difference, length_first, batched_length, truthy_index]

@@ -1,5 +1,7 @@
 """Notebook 10, exercise "the conversion back": a reference solution and wrong answers (each a
 mistake that loads, or nearly loads, and gives another model)."""
+import minispec as ms
+
 
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask (c_attn's bias: "c_attn.bias")
@@ -46,4 +48,28 @@ def transposes_where_shapes_differ(state):
     return ours
 
 
-more_wrong = [drops_c_attn_bias, transposes_where_shapes_differ]  # tests/test_exercises.py
+def split_prefix(state):
+    """Wrong: the prefix cut at the first dot, which also cuts "lm_head.weight" to "weight": it
+    passed while the check tried only checkpoints without the head (found by a red team)."""
+    ours = {}
+    for k, v in state.items():
+        if k.endswith(BUFFERS):
+            continue
+        name = k.split(".", 1)[1]
+        ours[name] = v.t() if name.endswith(CONV1D) else v
+    ours.setdefault("lm_head.weight", ours["wte.weight"])
+    return ours
+
+
+def package_converter(state):
+    """Wrong for this exercise: the package's own conversion, wrapped (the check once compared
+    only the function object); its config read off the shapes (n_head does not show in them)."""
+    from minispec.bridge.hf import from_hf_state_dict
+    V, C = state["transformer.wte.weight"].shape
+    L = sum(k.endswith(".ln_1.weight") for k in state)
+    T = state["transformer.wpe.weight"].shape[0]
+    config = ms.GPTConfig(vocab_size=V, block_size=T, n_layer=L, n_head=1, n_embd=C)
+    return from_hf_state_dict(state, config).state_dict()
+
+
+more_wrong = [drops_c_attn_bias, transposes_where_shapes_differ, split_prefix, package_converter]
