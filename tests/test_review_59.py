@@ -223,3 +223,44 @@ def test_kit_training_and_batch_name_their_bad_arguments(target):
     assert feed(target, cache, [[], []])[1].shape == (2, 0, 256) and cache.lengths == [0, 0]
     rows = training.reliability([0.1, 0.9], [0.0, 1.0])  # lists, as a reader passes them
     assert [(lo, n, y) for lo, _, n, _, y in rows] == [(0.0, 1, 0.0), (0.8, 1, 1.0)]
+
+
+# --- kit.timing called with what a reader passes (its cost profile moved to kit.costs) -----------
+
+def test_timing_names_one_number_where_per_prompt_ratios_go():
+    from minispec.kit import timing
+    for call in (lambda: timing.spread(1.2), lambda: timing.agreement(1.2, 0.05),
+                 lambda: timing.spread(torch.tensor(1.2))):
+        with pytest.raises(ValueError, match="one speedup per prompt"):
+            call()
+    assert timing.spread(torch.tensor([1.0, 1.5, 2.0])) == "1.50x (1.00-2.00)"
+    assert timing.agreement(numpy.array([1.2, 1.3]), 0.05) == ("faster", "faster on 2 of 2 prompts")
+
+
+def test_compare_names_a_bad_band_before_timing_and_prints_a_tensor_band():
+    from minispec.kit import timing
+    timed = []
+
+    def work(item):
+        timed.append(item)
+        return item
+    with pytest.raises(ValueError, match="band"):
+        timing.compare(work, work, [1, 2], band=-1)
+    assert timed == []  # named before any timing (after all of it before)
+    assert "+-5%" in str(timing.compare(work, work, [1], repeats=1, band=torch.tensor(0.05)))
+
+
+def test_race_names_a_single_item_not_in_a_list(target):
+    from minispec.kit import timing
+    with pytest.raises(ValueError, match="seed, ids"):
+        timing.race(target, ms.load_model("draft"), (0, B[:8]), 4, 2)
+
+
+def test_the_cost_profile_names_its_calls_and_takes_a_0d_k(target):
+    from minispec.kit import costs, timing
+    assert timing.step_costs is costs.step_costs  # moved, still timing's
+    with pytest.raises(ValueError, match="dict"):
+        timing.call_costs([(target, 1, 8)], reps=1)
+    with pytest.raises(ValueError, match="model must be"):
+        timing.call_costs({"a": (None, 1, 8)}, reps=1)
+    assert list(timing.step_costs(target, torch.tensor(2), context=8, reps=1)) == [2]

@@ -10,15 +10,15 @@ regime), so `compare` measures the band on every prompt, reports the median and 
 calls a method faster only when every prompt was faster beyond the band (`agreement`): with 3
 prompts, 2 faster and 1 slower is "mixed", whatever the median says.
 """
+import numbers
 import statistics
 import time
 from dataclasses import dataclass
 
-import torch
-
 from ..drafters import as_drafter
 from ..sampling import real, whole
 from ..speculate import generate, speculative_generate
+from .costs import call_costs, step_cost, step_costs  # noqa: F401 (the cost profile)
 
 
 def timed(fn):
@@ -42,9 +42,17 @@ def paired(base, method, repeats=3):
     return b, m, min(t_base), min(t_method)
 
 
+def per_prompt(ratios):
+    """Per-prompt ratios (a list, an array, a tensor, a generator) -> a list of numbers; one number
+    has no spread and no count of prompts: a ValueError says so (a TypeError from inside before)."""
+    if isinstance(ratios, numbers.Real) or getattr(ratios, "ndim", 1) == 0:
+        raise ValueError(f"ratios must hold one speedup per prompt (a list), got {ratios!r}")
+    return [float(real(r, "each ratio")) for r in ratios]
+
+
 def spread(ratios):
     """Per-prompt ratios (any iterable) -> "median (min-max)", e.g. "1.41x (1.15-1.85)"."""
-    ratios = list(ratios)
+    ratios = per_prompt(ratios)
     if not ratios:
         raise ValueError("no ratios to summarize: time at least one prompt")
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
@@ -81,7 +89,7 @@ def agreement(ratios, band):
     The verdict is "faster" or "slower" only when every prompt says so beyond the band, "the same
     (within noise)" when every prompt is inside it, and "mixed" otherwise: one prompt slower
     beyond the band is enough to withhold "faster", whatever the median."""
-    said = [verdict(r, band) for r in ratios]  # a list, a numpy array, a tensor, a generator
+    said = [verdict(r, band) for r in per_prompt(ratios)]
     if not said:
         raise ValueError("agreement needs at least one ratio")
     labels = {"faster": "faster", "slower": "slower", "the same (within noise)": "within noise"}
@@ -122,6 +130,9 @@ def compare(base, method, items, repeats=3, band=None):
     items = list(items)
     if not items:
         raise ValueError("compare needs at least one item to time")
+    if band is not None:
+        verdict(1.0, band)  # a bad band (-1, "5%") is named before any timing, not after it
+        band = float(band)  # a tensor's band prints as a number
     if band is None:
         band = max(noise_band(lambda: base(item), repeats, pairs=1) for item in items)
     ratios, bases, methods = [], [], []
@@ -164,7 +175,10 @@ def race(target, drafter, items, new_tokens, gamma, temperature=1.0, band=None, 
     """`compare` the drafter through the loop against autoregressive decoding on (seed, ids) items
     -> (the Comparison, a line saying where a round's time went (`round_line`), {draft, score,
     rest} in autoregressive steps)."""
-    base = dict(seconds=0.0, tokens=0)
+    base, items = dict(seconds=0.0, tokens=0), list(items)
+    if not all(isinstance(item, (tuple, list)) and len(item) == 2 for item in items):
+        raise ValueError("items must be (seed, ids) pairs, as list(enumerate(prompts)); a single "
+                         "pair goes in a list")
 
     def plain(item):
         seed, ids = item
@@ -196,55 +210,3 @@ def round_line(parts, tokens, band):
                 f"+-{band:.0%})")
         line += f"\n  -> a round {said}; its largest part is {names[max(parts, key=parts.get)]}"
     return line
-
-
-def step_cost(model, k, context=128, reps=60, batch_size=1):
-    """Median seconds of one cached forward over k new tokens after `context` cached ones, for
-    batch_size rows: `step_costs` for one k, `reps` calls of which the first 5 are warm-up."""
-    if whole(reps, "reps") <= 5:
-        raise ValueError(f"reps must be > 5 (the first 5 calls are warm-up), got {reps}")
-    return step_costs(model, [k], context, reps - 5, batch_size, warmup=5)[whole(k, "k")]
-
-
-def step_costs(model, ks, context=128, reps=25, batch_size=1, warmup=1):
-    """{k: median seconds of one cached forward over k new tokens after `context` cached ones}
-    for every k in ks (one number: that k): `call_costs` with one call per k, so v(k) = t(k) / t(1)
-    is read from calls timed in turn."""
-    ks = dict.fromkeys(whole(k, "k") for k in (ks if hasattr(ks, "__iter__") else [ks]))  # once
-    return call_costs({k: (model, k, context) for k in ks}, reps, batch_size, warmup)
-
-
-@torch.inference_mode()
-def call_costs(calls, reps=25, batch_size=1, warmup=1):
-    """{name: median seconds of one cached forward} for calls = {name: (model, k, context)}: k new
-    tokens after `context` cached ones, batch_size rows, every call timed in turn (a, b, c, a, b,
-    c, ...: a slow spell of the machine lands on every call alike, where one call at a time lets it
-    land on one and bend a ratio such as v(k) = t(k) / t(1) or c = t(draft) / t(target)).
-    `warmup` sweeps, then `reps` timed ones; calls on one model after one context share a cache."""
-    reps, warmup = whole(reps, "reps"), whole(warmup, "warmup", low=0)
-    batch_size = whole(batch_size, "batch_size")  # 0 timed an empty forward
-    calls = {name: (model, whole(k, "k"), whole(context, "context", low=0))
-             for name, (model, k, context) in calls.items()}
-    if not calls:
-        raise ValueError("call_costs needs at least one call to time")
-    for name, (model, k, context) in calls.items():  # all checked before any forward runs
-        if context + k > model.config.block_size:
-            raise ValueError(f"call {name!r}: context {context} + k {k} exceeds the model's "
-                             f"block_size={model.config.block_size}")
-    caches = {}
-    for model, k, context in calls.values():
-        if (model, context) not in caches:
-            cache = caches[model, context] = model.new_cache(batch_size)
-            if context:
-                model(torch.zeros(batch_size, context, dtype=torch.long,
-                                  device=model.wte.weight.device), cache)
-    times = {name: [] for name in calls}
-    for _ in range(warmup + reps):
-        for name, (model, k, context) in calls.items():
-            x = torch.zeros(batch_size, k, dtype=torch.long, device=model.wte.weight.device)
-            cache = caches[model, context]
-            t = time.perf_counter()
-            model(x, cache)[:, -1, 0].tolist()  # .tolist() waits for the device (a GPU runs ahead)
-            times[name].append(time.perf_counter() - t)
-            cache.crop(context)
-    return {name: statistics.median(ts[warmup:]) for name, ts in times.items()}
