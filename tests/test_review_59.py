@@ -264,3 +264,12 @@ def test_the_cost_profile_names_its_calls_and_takes_a_0d_k(target):
     with pytest.raises(ValueError, match="model must be"):
         timing.call_costs({"a": (None, 1, 8)}, reps=1)
     assert list(timing.step_costs(target, torch.tensor(2), context=8, reps=1)) == [2]
+
+
+def test_pearson_takes_lists_and_names_a_negative_fitted():
+    """pearson([10., 12.], [11., 11.]) raised a TypeError (lists); fitted=-1 added a degree of
+    freedom without a word."""
+    assert checks.pearson([10.0, 12.0], [11.0, 11.0]) == pytest.approx(
+        checks.pearson(torch.tensor([10.0, 12.0]), torch.tensor([11.0, 11.0])))
+    with pytest.raises(ValueError, match="fitted"):
+        checks.pearson([10.0, 12.0], [11.0, 11.0], fitted=-1)

@@ -60,8 +60,9 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
 def pearson(observed, expected, fitted=0):
     """Pearson (1900): X^2 = sum_k (O_k - E_k)^2 / E_k over the cells, and its p-value
     P(chi-square with df degrees >= X^2) = Q(df / 2, X^2 / 2), Q the regularized upper incomplete
-    gamma function, df = cells - 1 - fitted (float64 tensors of counts)."""
-    if len(observed) - 1 - fitted < 1:
+    gamma function, df = cells - 1 - fitted (counts: lists or tensors, as float64)."""
+    observed, expected = (torch.as_tensor(x, dtype=torch.float64) for x in (observed, expected))
+    if len(observed) - 1 - whole(fitted, "fitted (parameters fitted to the counts)", 0) < 1:
         raise ValueError(f"{len(observed)} cells leave no degree of freedom after {fitted} fitted")
     stat = ((observed - expected) ** 2 / expected).sum()
     df = torch.tensor(len(observed) - 1 - fitted, dtype=torch.float64)
