@@ -21,6 +21,11 @@ def draft_args(context, gamma, depth=None):
     return (context.tolist() if hasattr(context, "tolist") else list(context)), gamma
 
 
+def common_prefix(a, b):
+    """How many first tokens two token lists share: what a drafter's cache of `a` keeps for `b`."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def tree_args(context, gamma, depth=None):
     """A tree's gamma is its nodes, depth its depth -> (the context as a list, gamma as an int,
     depth as an int or None), else a ValueError."""

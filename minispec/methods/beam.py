@@ -13,7 +13,7 @@ import torch
 from ..drafters import Drafter
 from ..sampling import whole
 from ..tree import Tree, score_tree
-from .args import check_model, tree_args
+from .args import check_model, common_prefix, tree_args
 
 
 class BeamDrafter(Drafter):
@@ -54,9 +54,7 @@ class BeamDrafter(Drafter):
         D = min(self.depth, gamma, self.depth if depth is None else depth)
         if D < 1:
             return Tree()
-        same = next((i for i, (a, b) in enumerate(zip(self.cached, context)) if a != b),
-                    min(len(self.cached), len(context)))
-        self.cache.crop(min(same, len(context) - 1))  # keep the prefix shared with this context
+        self.cache.crop(min(common_prefix(self.cached, context), len(context) - 1))  # kept: shared
         self.cached = list(context)
         room = self.cache.size - len(context)  # the beams' nodes fed to the draft must fit
         D = min(D, 1 + room // self.width)

@@ -83,6 +83,7 @@ class EagleDrafter(Drafter):
         self.branching = branching
         self.width = width
         self.score_temperature = score_temperature
+        self.seen = None  # the tokens the features cover (None: none yet)
         self.vocab_size = head.config.vocab_size
 
     def reset(self, target, cache):
@@ -96,14 +97,14 @@ class EagleDrafter(Drafter):
         self.pending = w.new_zeros(0, w.shape[1])  # true features (k, C) not fed yet
         self.n_ctx = 0  # head cache entries made of true features
         self.f = {}     # node -> its predicted feature f_hat
-        self.seen = None  # the tokens the features cover (None: none yet, or before reset)
+        self.seen = None
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         context, gamma, depth = tree_args(context, gamma, depth)
         self.f = {}
-        if gamma < 1 or depth == 0 or getattr(self, "seen", None) != context[:-1]:
+        if gamma < 1 or depth == 0 or self.seen != context[:-1]:
             return Tree()  # the last token, or no features of this context yet: no drafts
         if self.branching:
             tree, calls = grow_tree(self.expand, context, gamma, self.branching[:depth], self.width,

@@ -144,6 +144,7 @@ class EagleLlamaDrafter(Drafter):
         self.model = head.target[0]
         self.vocab_size = self.model.config.vocab_size
         self.seen = {}
+        self.fed = None  # the tokens the features cover (None: none yet)
 
     def close(self):
         """Remove the hooks on the target's blocks."""
@@ -179,13 +180,13 @@ class EagleLlamaDrafter(Drafter):
         self.cache = LlamaCache(self.head.config, 1, size, w.device, w.dtype)
         self.pending = w.new_zeros(0, w.shape[1])  # fused features g of positions n_ctx.. not fed
         self.n_ctx = 0  # head cache entries made of true features (entry t: position t)
-        self.fed = None  # the tokens the features cover (None: none yet, or before reset)
+        self.fed = None
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         context, n = draft_args(context, gamma, depth)
-        if n < 1 or getattr(self, "fed", None) != context[:-1]:
+        if n < 1 or self.fed != context[:-1]:
             return Tree()  # no features of this context yet (the first round), or no drafts wanted
         k = len(self.pending)  # true pairs (g_t, x_{t+1}) at entries n_ctx..n_ctx + k - 1
         x = torch.tensor([context[self.n_ctx + 1:self.n_ctx + 1 + k]], device=self.pending.device)

@@ -12,7 +12,7 @@ import torch
 from ..drafters import Drafter, pick, unsure
 from ..sampling import whole
 from ..tree import Tree
-from .args import check_model, draft_args
+from .args import check_model, common_prefix, draft_args
 
 
 def check_threshold(threshold):
@@ -74,9 +74,9 @@ class EarlyExitDrafter(Drafter):
         seq, gamma = draft_args(context, gamma, depth)
         if not seq:
             raise ValueError("context must hold at least one token: the loop's hold the prompt")
-        same = next((i for i, (a, b) in enumerate(zip(self.seen, seq)) if a != b), len(self.seen))
-        if min(same, len(seq) - 1) < self.shallow:  # the last token is always fed to draft
-            self.shallow = self.deep = min(same, len(seq) - 1, self.deep)
+        same = min(common_prefix(self.seen, seq), len(seq) - 1)  # the last token: fed to draft
+        if same < self.shallow:
+            self.shallow = self.deep = min(same, self.deep)
             self.h = []
         return seq, gamma
 

@@ -133,6 +133,7 @@ class HeadDrafter(Drafter):
         self.heads = heads
         self.tree = tree
         self.h = None
+        self.seen = None  # the tokens up to the one h predicted after (None: no h yet)
 
     def reset(self, target, cache):
         if target is not self.model:
@@ -140,13 +141,13 @@ class HeadDrafter(Drafter):
                              "is another one): build the drafter again on this target")
         self.heads.to(target.wte.weight)  # follow the target's device and dtype (model.double())
         self.h = None
-        self.seen = None  # the tokens up to the one h predicted after (None: no h yet)
+        self.seen = None
 
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         context, gamma, depth = tree_args(context, gamma, depth)
-        if gamma < 1 or depth == 0 or getattr(self, "seen", None) != context[:-1]:
+        if gamma < 1 or depth == 0 or self.seen != context[:-1]:
             return Tree()  # no hidden state of this context yet (the first round), or no drafts
         accuracy = self.heads.accuracy  # a list, an array or a tensor: medusa_tree takes each
         if accuracy is None or not len(accuracy):
