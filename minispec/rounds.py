@@ -66,8 +66,8 @@ def is_batch(ids):
     """A list of prompts (each a list or a 1-d tensor), or a (B, T) tensor or array with B > 1."""
     if hasattr(ids, "ndim"):  # a tensor or a numpy array
         return ids.ndim == 2 and len(ids) > 1
-    first = ids[0] if isinstance(ids, (list, tuple)) and ids else None
-    return isinstance(first, (list, tuple)) or getattr(first, "ndim", 0) > 0  # numpy's too
+    rows = ids if isinstance(ids, (list, tuple)) else ()  # any row, not only the first, says so
+    return any(isinstance(r, (list, tuple, bytes, range)) or getattr(r, "ndim", 0) for r in rows)
 
 
 def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed):

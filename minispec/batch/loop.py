@@ -102,10 +102,20 @@ def batched(drafter, rows, size=None):
     lookup = type(drafter).draft is PromptLookupDrafter.draft  # a subclass's own may draft a tree
     if isinstance(drafter, PromptLookupDrafter) and lookup:
         return Lookups(drafter, rows, size)
-    if isinstance(drafter, FallbackDrafter):
+    if isinstance(drafter, FallbackDrafter) and type(drafter).draft is FallbackDrafter.draft:
         return Fallbacks(drafter, rows, size)
     raise ValueError(f"{type(drafter).__name__} drafts one prompt at a time: decode a batch with a "
                      "GPT drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two")
+
+
+def check_rows(model, ids, max_new_tokens, crop_prompt):
+    """A batch's prompts, each checked as rounds.check_prompt does one; a row is one sequence (a
+    (1, T) tensor is one, a (2, T) one two prompts: check_prompt alone would join them)."""
+    for row in ids:
+        if getattr(row, "ndim", 1) > 1 and len(row) != 1:
+            raise ValueError(f"each prompt of a batch is one sequence of token ids, got one of "
+                             f"shape {tuple(row.shape)}")
+    return [check_prompt(model, p, max_new_tokens, crop_prompt) for p in ids]
 
 
 def wants(prompts, contexts, max_new_tokens, eos_token):
@@ -118,7 +128,7 @@ def generate_batch(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, t
                    seed=0, eos_token=None, crop_prompt=False):
     """speculate.generate for a list of prompts: one target call a step for every row."""
     max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
-    prompts = [check_prompt(model, p, max_new_tokens, crop_prompt) for p in ids]
+    prompts = check_rows(model, ids, max_new_tokens, crop_prompt)
     g = torch.Generator().manual_seed(int(seed))
     cache = new_cache(model, len(prompts), size=max(map(len, prompts), default=0) + max_new_tokens)
     contexts = [list(p) for p in prompts]
@@ -141,7 +151,7 @@ def speculative_generate_batch(target, drafter, ids, max_new_tokens=64, gamma=4,
     The rows share gamma (a policy sees every row's rounds), the wall time and the draft calls."""
     max_new_tokens = check_args(target, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
     policy, drafter = as_policy(gamma), as_drafter(drafter, target)
-    prompts = [check_prompt(target, p, max_new_tokens, crop_prompt) for p in ids]
+    prompts = check_rows(target, ids, max_new_tokens, crop_prompt)
     B = len(prompts)
     g = torch.Generator().manual_seed(int(seed))
     # room for the longest row and, padded to it, the most tokens another row feeds at once

@@ -21,6 +21,7 @@ class RaggedCache(KVCache):
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
         batch_size = whole(batch_size, "batch_size (the cache's rows)", 0)
+        size = None if size is None else whole(size, "size (the cache's entries)")
         self.lengths = [0] * batch_size
         super().__init__(config, batch_size, size, device, dtype)
         if hasattr(config, "n_kv_head"):  # a Llama: n_kv_head key/value heads (grouped queries)
@@ -37,11 +38,19 @@ class RaggedCache(KVCache):
 
     def crop(self, n):
         """Row b keeps its first n[b] entries (an int: the same for every row)."""
-        n = list(n) if hasattr(n, "__iter__") else [n] * len(self.lengths)
+        one = not hasattr(n, "__iter__") or getattr(n, "ndim", 1) == 0  # 2, torch.tensor(2)
+        n = [n] * len(self.lengths) if one else list(n)
         n = [whole(m, "each row's length", 0) for m in n]  # 0.5, None: no; numpy's ints: yes
         if len(n) != len(self.lengths) or not all(0 <= m <= L for m, L in zip(n, self.lengths)):
             raise ValueError(f"cannot crop a cache of lengths {self.lengths} to {n}")
         self.lengths = n
+
+    def keep(self, start, nodes):
+        """KVCache.keep, for rows all of one length: rows that differ keep their own (crop)."""
+        if len(set(self.lengths)) > 1:  # the room of the longest row is padding in the others
+            raise ValueError(f"keep moves one path in every row, but the rows have lengths "
+                             f"{self.lengths}: crop each row to its own, crop([...])")
+        super().keep(start, nodes)
 
     def write(self, layer, k, v, start=None):
         """Row b's T new keys/values (B, H, T, hs) go after ITS OWN lengths[b] entries (feed);
@@ -68,6 +77,8 @@ def causal_mask(lengths, n_new, T):
     padding or entries past a row's length (rolled-back drafts, storage up to the longest row).
     Masked, not zeroed: a zero key still scores 0, so it takes softmax weight e^0 and dilutes the
     row's attention (a "phantom" key, a classic batching bug)."""
+    lengths = [whole(L, "each row's cached length", 0) for L in lengths]  # a tensor's too
+    n_new, T = [whole(n, "each row's new tokens", 0) for n in n_new], whole(T, "T", 0)
     if not lengths or len(lengths) != len(n_new) or max(n_new) > T:  # zip dropped rows; past T
         raise ValueError(f"one count of new tokens per row, each at most T={T}: got {len(lengths)} "
                          f"lengths and n_new={list(n_new)}")
@@ -88,6 +99,8 @@ def feed(model, cache, seqs):
         raise ValueError(f"feed needs a minispec.batch.RaggedCache, got a {type(cache).__name__}")
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
+    if not seqs or any(isinstance(s, str) or not hasattr(s, "__iter__") for s in seqs):
+        raise ValueError(f"feed needs rows of token ids, at least one, got {seqs!r:.60}")
     seqs = [[whole(t, "each token id", 0) for t in s] for s in seqs]  # tuples, tensors: lists
     L, n, T = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs)
     if max(L) + T > cache.size:

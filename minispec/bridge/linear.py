@@ -101,6 +101,11 @@ class Linear(nn.Linear):
             self._packed_from = (weakref.ref(w), version)
         return self._packed
 
+    def _apply(self, fn, *args, **kwargs):
+        """model.to(...), .half(), .float() swap W's data without a new version: pack again."""
+        self._packed, self._packed_from = None, None
+        return super()._apply(fn, *args, **kwargs)
+
     def __getstate__(self):
         """Copied or saved without the packed copy (oneDNN's layout has no storage to copy): the
         copy packs its own at its first call."""

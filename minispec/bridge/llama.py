@@ -48,9 +48,9 @@ class LlamaConfig:
         if not (0 < base < float("inf") and 0 <= eps < float("inf")):  # nan fails both
             raise ValueError(f"need rope_base > 0 and norm_eps >= 0, both finite, got "
                              f"{self.rope_base} and {self.norm_eps}")
-        if self.n_head % self.n_kv_head or self.n_embd % self.n_head:
-            raise ValueError(f"need n_kv_head | n_head | n_embd, got {self.n_kv_head}, "
-                             f"{self.n_head}, {self.n_embd}")
+        if self.n_head % self.n_kv_head or self.n_embd % (2 * self.n_head):  # RoPE turns pairs
+            raise ValueError(f"need n_kv_head | n_head and an even head size n_embd / n_head, got "
+                             f"{self.n_kv_head}, {self.n_head}, {self.n_embd}")
 
 
 class RMSNorm(nn.Module):
@@ -95,8 +95,8 @@ class LlamaCache(KVCache):
     in fp32 would be 377 MB)."""
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        self.limit = size or config.block_size
-        hs = config.n_embd // config.n_head
+        self.limit = config.block_size if size is None else whole(size, "the cache's size")
+        batch_size, hs = whole(batch_size, "batch_size"), config.n_embd // config.n_head
         shape = (config.n_layer, batch_size, config.n_kv_head, 0, hs)
         self.k = torch.zeros(shape, device=device, dtype=dtype)  # (n_layer, B, H_kv, entries, hs)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
@@ -176,10 +176,7 @@ class Llama(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        if config.n_embd % (2 * config.n_head) or config.n_head % config.n_kv_head:
-            raise ValueError(f"n_embd={config.n_embd} / n_head={config.n_head} must be an even "
-                             "integer (RoPE turns pairs), and n_head / n_kv_head="
-                             f"{config.n_kv_head} an integer")
+        config.__post_init__()  # checked again: a config's fields may have changed since
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
@@ -196,10 +193,7 @@ class Llama(nn.Module):
         return LlamaCache(self.config, batch_size, size, w.device, w.dtype)
 
     def embed(self, idx, pos):
-        """Token ids (B, T) -> h_0 (B, T, C). No position is added: blocks rotate by `pos`."""
-        if pos.numel() and not 0 <= int(pos.min()) <= int(pos.max()) < self.config.block_size:
-            raise ValueError(f"positions {int(pos.min())}..{int(pos.max())} must lie in "
-                             f"[0, block_size={self.config.block_size})")
+        """Token ids (B, T) -> h_0 (B, T, C). No position is added: blocks rotates by `pos`."""
         if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
             raise ValueError(f"a token id is outside the vocabulary [0, {self.config.vocab_size})")
         return self.wte(idx)
@@ -212,20 +206,26 @@ class Llama(nn.Module):
         """Run blocks `layers` (default all) on x (B, T, C), as GPT.blocks; pos (T,) or (B, T):
         each token's position for RoPE (default: its cache entry, start + 0..T-1, a chain)."""
         start = (cache.length if start is None else start) if cache is not None else 0
-        if cache is not None and start + x.shape[1] > cache.size:
-            raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} "
-                             f"needed (block_size={self.config.block_size})")
-        if pos is None:
-            pos = torch.arange(start, start + x.shape[1], device=x.device)
-        if pos.shape[-1] != x.shape[1]:
-            raise ValueError(f"pos has {pos.shape[-1]} positions for {x.shape[1]} tokens: one each")
+        c, T, S = self.config, x.shape[1], start + x.shape[1]
+        if cache is not None and S > cache.size:
+            raise ValueError(f"the KV cache holds {cache.size} entries, {S} needed (block_size="
+                             f"{c.block_size})")
+        pos = torch.arange(start, S, device=x.device) if pos is None else pos
+        ok = torch.is_tensor(pos) and not pos.is_floating_point() and pos.shape[-1:] == (T,)
+        if not (ok and pos.shape[:-1] in ((), x.shape[:1])  # (T,) or (B, T), in the block
+                and (T == 0 or 0 <= int(pos.min()) <= int(pos.max()) < c.block_size)):
+            raise ValueError(f"pos must be (T,) or (B, T) = ({len(x)}, {T}) integer positions "
+                             f"in [0, block_size={c.block_size}), got {pos!r:.60}")
         if cache is not None and cache.k.shape[1] != len(x):
             raise ValueError(f"the KV cache has {cache.k.shape[1]} rows, the input {len(x)}: "
                              f"model.new_cache(batch_size={len(x)})")
+        kv = (c.n_layer, c.n_kv_head, c.n_embd // c.n_head)  # another model's cache or dtype: no
+        if cache is not None and (cache.k.shape[::2] != kv or cache.k.dtype != x.dtype):
+            raise ValueError("the KV cache was made for another model or dtype: model.new_cache()")
         cos, sin = self.rotary(pos, x.dtype)
-        T, S = x.shape[1], start + x.shape[1]
-        if mask is not None and mask.dtype != torch.bool:  # SDPA would ADD a float mask to scores
-            raise ValueError(f"mask must be a bool tensor (True: attend), got {mask.dtype}")
+        if mask is not None and (mask.dtype != torch.bool or mask.shape[-2:] != (T, S)):  # a float
+            raise ValueError(f"mask must be a bool tensor (T, S) = ({T}, {S}), True: attend (a "
+                             f"float one SDPA would ADD), got {mask.dtype} {tuple(mask.shape)}")
         if mask is None and 1 < T < S:  # causal, once for all blocks: query i sees keys <= its own
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
         for i in range(self.config.n_layer) if layers is None else layers:
@@ -237,7 +237,7 @@ class Llama(nn.Module):
     def features(self, idx, cache=None, pos=None, mask=None):
         """idx (B, T) -> ln_f(h_N) (B, T, C); pos and mask as in GPT.features (a token tree)."""
         start = cache.length if cache is not None else 0
-        ints = torch.is_tensor(idx) and not (idx.is_floating_point() or idx.dtype == torch.bool)
+        ints = torch.is_tensor(idx) and idx.dtype in (torch.int64, torch.int32)  # what wte takes
         if not (ints and idx.dim() == 2):  # model(torch.tensor(ids)) is a slip
             raise ValueError(f"idx must be (B, T) token ids, as torch.tensor([ids]); got {idx!r}")
         if pos is None:

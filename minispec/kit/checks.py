@@ -29,6 +29,8 @@ def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
     (fitted: parameters fitted to these counts, a degree of freedom each).
     counts: per cell, or a Counter of outcomes (each an index into expected_probs).
     """
+    if isinstance(expected_probs, Mapping):  # torch.as_tensor raised a TypeError
+        raise ValueError("expected_probs must be one probability per cell, a list or a tensor")
     if isinstance(counts, Mapping):  # a Counter: torch.as_tensor raised a TypeError on it
         dense = [0] * torch.as_tensor(expected_probs).numel()
         for x, c in counts.items():
@@ -222,6 +224,8 @@ def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
     float64 tensor. Each factor is `probs` of the model's own logits (float64), as `generate`
     samples from."""
     V, m = model.config.vocab_size, whole(m, "m (the tokens enumerated)")
+    if getattr(prompt, "ndim", 1) != 1 or any(isinstance(t, (list, tuple)) for t in prompt):
+        raise ValueError(f"the prompt must be one sequence of token ids, got {prompt!r:.60}")
     if len(prompt) == 0 or not all(0 <= int(t) < V for t in prompt):
         raise ValueError(f"the prompt must be at least one token id in [0, {V}), got {prompt!r}")
     prompt = [whole(t, "each prompt token id", 0, V) for t in prompt]  # 1.0 is 1, 1.5 no

@@ -93,7 +93,8 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     if target.config.vocab_size != draft.config.vocab_size:
         raise ValueError(f"target and draft vocabularies differ: {target.config.vocab_size} "
                          f"and {draft.config.vocab_size}")
-    if len(data) < (block_size if spread else windows * block_size):
+    need = block_size + (windows if windows > 1 else 0) if spread else windows * block_size
+    if len(data) < need:  # spread: windows at least one token apart, not 32 copies of one
         raise ValueError(f"{len(data)} tokens of data are too few for {windows} windows of "
                          f"block_size={block_size}" + (" spread over them" if spread else ""))
     step = (len(data) - block_size) // windows if spread else block_size

@@ -50,10 +50,10 @@ def speculative_decoding_step(M_p, M_q, prefix, gamma, generator, temperature=1.
 
 
 def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temperature=1.0,
-                         top_k=None, top_p=None):
+                         top_k=None, top_p=None, crop_prompt=False):
     """SpeculativeDecodingStep until max_new_tokens new tokens -> the new tokens (a list of ids).
     M_p, M_q: two models (GPTs or Llamas: Algorithm 1 runs the draft model itself, not a Drafter);
-    gamma >= 1 and max_new_tokens >= 0 whole numbers (4 or 4.0)."""
+    gamma >= 1 and max_new_tokens >= 0 whole numbers (4 or 4.0); crop_prompt as the loop's."""
     for name, M in (("M_p", M_p), ("M_q", M_q)):
         if not hasattr(M, "new_cache"):  # None; a Drafter (load_drafter's) is not a model
             raise ValueError(f"Algorithm 1 takes two models: {name} must be a GPT or a Llama, "
@@ -63,7 +63,7 @@ def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temper
     V = M_p.config.vocab_size
     if M_q.config.vocab_size != V:
         raise ValueError(f"M_p and M_q vocabularies differ: {V} and {M_q.config.vocab_size}")
-    prefix = check_prompt(M_p, prefix, max_new_tokens, crop_prompt=False)  # the loop's checks
+    prefix = check_prompt(M_p, prefix, max_new_tokens, crop_prompt)  # the loop's checks
     generator = torch.Generator().manual_seed(whole(seed, "seed", -2**63, 2**64))
     out = list(prefix)
     while len(out) < len(prefix) + max_new_tokens:

@@ -23,6 +23,8 @@ def two_laws(p, q):
     """p and q: tensors of one shape (distributions over the last dimension), else a ValueError."""
     if not (torch.is_tensor(p) and torch.is_tensor(q) and p.shape == q.shape):
         raise ValueError(f"p and q must be tensors of one shape, got {p!r} and {q!r}")
+    if torch.bool in (p.dtype, q.dtype):  # p - q of bools is a RuntimeError
+        raise ValueError("p and q must be numbers, not bools: p.float()")
     sums = torch.stack([p.double().sum(-1), q.double().sum(-1)])  # nan fails the test below
     if not (bool((p >= 0).all() and (q >= 0).all()) and bool(((sums - 1).abs() < 1e-2).all())):
         raise ValueError(f"p and q must be distributions, >= 0 and summing to 1 over the last "
@@ -72,8 +74,9 @@ def alpha_from_acceptance(rate, gamma):
 
 def speedup(alpha, gamma, c, v=1.0):
     """Walltime speedup over autoregressive decoding: E[tokens per call] / (gamma * c + v)."""
-    if not (real(c, "c") >= 0 and real(v, "v") > 0):  # costs, in target steps
-        raise ValueError(f"need a draft cost c >= 0 and a verify cost v > 0, got c={c}, v={v}")
+    if not (0 <= real(c, "c") < float("inf") and 0 < real(v, "v") < float("inf")):  # in steps
+        raise ValueError(f"need a draft cost c >= 0 and a verify cost v > 0, both finite, got "
+                         f"c={c}, v={v}")
     return expected_tokens(alpha, gamma) / (gamma * c + v)  # one call's cost, in target steps
 
 

@@ -169,7 +169,10 @@ def acceptance_rows(target, draft, prompts, temperature, new_tokens=64, gamma=8)
 def reliability(a, y, edges=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)):
     """Predicted chances a (N,) against observed labels y (N,), binned by a -> rows (low, high,
     count, mean a, mean y), one per non-empty bin: a calibrated head has mean a ~ mean y."""
-    a, y, out = torch.as_tensor(a), torch.as_tensor(y), []  # lists too
+    a, y = (torch.as_tensor(x, dtype=torch.float64) for x in (a, y))  # lists, 0/1 labels too
+    out = []
+    if a.shape != y.shape or a.dim() != 1:
+        raise ValueError(f"a and y must be (N,) each, got {tuple(a.shape)} and {tuple(y.shape)}")
     for lo, hi in zip(edges[:-1], edges[1:]):
         inside = (a >= lo) & ((a < hi) if hi < edges[-1] else (a <= hi))
         if inside.any():

@@ -102,10 +102,12 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     top = None if top is None else whole(top, "top (or None)")
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
-    labels = [labels[i] if labels else repr(decode([i]))[1:-1].replace(" ", "␣")
-              for i in idx.tolist()]
+    labels = [labels[i] if labels is not None else repr(decode([i]))[1:-1].replace(" ", "␣")
+              for i in idx.tolist()]  # numpy labels: `if labels` was ambiguous
     kept, res = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy()
     x = np.arange(len(idx))
+    if ax is not None and len(np.atleast_1d(ax)) != 2:  # one Axes: not subscriptable
+        raise ValueError("plot_pq draws on two axes side by side: ax=(a, b), image(.., ncols=2)")
     fig, axes = _axes(ax, ncols=2, size=(9, 3)) if ax is None else (ax[0].figure, ax)
     axes[0].bar(x, kept, color=COLORS["accepted"], label="min(p, q): kept")
     axes[0].bar(x, res, bottom=kept, color=COLORS["correction"], label="max(0, p - q): residual")
@@ -121,13 +123,18 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 
 
 def plot_accept_hist(steps, alpha=None, gamma=None, ax=None):
-    """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean)."""
+    """Drafts kept per full-length round vs theory's accepted_pmf (alpha: fitted to the mean);
+    a last round ended at a kept eos is left out (its drafts after the eos were never judged)."""
     steps = rounds_of(steps)
-    gamma = gamma or max((len(drafted(s)) for s in steps), default=0)  # 0: nothing was drafted
-    n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma])
+    steps = steps[:-1] if steps and ended_at_eos(steps[-1]) else steps
+    gamma = max((len(drafted(s)) for s in steps), default=0) if gamma is None else gamma
+    gamma = whole(gamma, "gamma (the drafts per round)", 0)  # 4.0 is 4; 0: nothing was drafted
+    n = np.array([s.accepted for s in steps if len(drafted(s)) == gamma], dtype=int)
     if not (gamma and len(n)):
         raise ValueError(f"no round drafted gamma={gamma} tokens: no kept counts to plot")
     alpha = alpha_from_acceptance(n.mean() / gamma, gamma) if alpha is None else alpha
+    if np.ndim(alpha):  # several alphas: the legend formats one
+        raise ValueError(f"alpha must be one number in [0, 1], got {alpha!r}")
     fig, ax = _axes(ax, size=(5, 3))
     x = np.arange(gamma + 1)
     ax.bar(x, np.bincount(n, minlength=gamma + 1) / len(n), color=COLORS["accepted"],
@@ -169,13 +176,15 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperatu
     from IPython.display import HTML, display
 
     texts(prompts, "prompts")
+    max_new_tokens, gamma = whole(max_new_tokens, "max_new_tokens"), whole(gamma, "gamma")
 
     def show(gamma, temperature, prompt, seed):
         res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
                                    temperature, seed=seed, crop_prompt=True)
         display(HTML(html_trace(res.steps, True, decode)), image(plot_acceptance, res.steps))
-    temperature = w.FloatSlider(temperature, min=0, max=2, step=0.1)
-    return w.interactive(show, **controls(gamma=w.IntSlider(gamma, 1, 10), temperature=temperature,
+    temperature = w.FloatSlider(temperature, min=0, max=max(2, temperature), step=0.1)  # no clamp
+    gamma = w.IntSlider(gamma, 1, max(10, gamma))
+    return w.interactive(show, **controls(gamma=gamma, temperature=temperature,
                                           prompt=w.Dropdown(options=prompts), seed=w.IntText(seed)))
 
 
@@ -184,14 +193,14 @@ def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
     import ipywidgets as w
     from IPython.display import display
 
-    ids = torch.tensor([encode(texts([prompt], "prompt")[0])])
+    ids, top = torch.tensor([encode(texts([prompt], "prompt")[0])]), whole(top, "top")
     lp = target(ids.to(target.wte.weight.device))[0, -1].detach().cpu()  # (V,), plotted on the CPU
     lq = draft(ids.to(draft.wte.weight.device))[0, -1].detach().cpu()  # (V,)
 
     def show(temperature):
         display(image(plot_pq, probs(lp, temperature), probs(lq, temperature), top=top,
                       ncols=2, size=(9, 3)))
-    knob = w.FloatSlider(temperature, min=0, max=2, step=0.05)
+    knob = w.FloatSlider(temperature, min=0, max=max(2, temperature), step=0.05)
     return w.interactive(show, **controls(temperature=knob))
 
 

@@ -39,7 +39,8 @@ def speedup(a, gamma, skipped, n_layer):
 def check_skip(skip, n_layer):
     """Block indices (any collection of integers) -> a sorted tuple, or a ValueError naming the
     problem. () skips nothing: the draft is the target itself."""
-    if isinstance(skip, (str, bytes)) or not hasattr(skip, "__iter__"):
+    one = getattr(skip, "ndim", 1) == 0  # torch.tensor(2): iterating it is a TypeError
+    if one or isinstance(skip, (str, bytes)) or not hasattr(skip, "__iter__"):
         raise ValueError(f"skip must be a collection of block indices in 0..{n_layer - 1}, "
                          f"got {skip!r}")
     blocks = sorted({whole(j, "a skipped block", 0) for j in skip})
