@@ -292,3 +292,36 @@ def test_ragged_helpers_name_bad_input():
         feed(target, RaggedCache(target.config, 2), [5, [3]])
     with pytest.raises(ValueError, match="size"):
         RaggedCache(target.config, 2, -1)
+
+
+# --- the "transposed" kernel: x @ W^T with W^T stored (issue 28's honest baseline) -------------
+
+def test_transposed_kernel_follows_w_and_the_kernel_switches():
+    import torch.nn.functional as F
+    from minispec.bridge.linear import Linear, kernel
+    torch.manual_seed(0)
+    lin, x = Linear(5, 7), torch.randn(3, 5)
+    with torch.no_grad():
+        for name in ("transposed", "packed", "transposed"):  # each switch lays W out again
+            with kernel(name):
+                torch.testing.assert_close(lin(x), F.linear(x, lin.weight))
+        with kernel("transposed"):
+            lin.weight.mul_(2)  # written in place: a new version
+            torch.testing.assert_close(lin(x), F.linear(x, lin.weight))
+            assert lin._packed.shape == (5, 7) and lin._packed.is_contiguous()
+            lin.weight = torch.nn.Parameter(torch.randn(7, 5))  # replaced
+            torch.testing.assert_close(lin(x), F.linear(x, lin.weight))
+    lin.double()
+    with torch.no_grad(), kernel("transposed"):  # any dtype: float64 too
+        torch.testing.assert_close(lin(x.double()), F.linear(x.double(), lin.weight))
+
+
+def test_speculation_equals_greedy_under_the_transposed_kernel():
+    from minispec.bridge.linear import kernel
+    m = small_llama(vocab_size=64, block_size=64)
+    ids = [3, 9, 4, 3, 9, 4, 3, 9]
+    with kernel("transposed"):
+        want = ms.generate(m, ids, 24).tokens
+        for drafter in (ms.load_drafter("lookup", m), ms.Lookahead(m)):
+            got = ms.speculative_generate(m, drafter, ids, 24, gamma=3)
+            assert got.tokens == want, drafter

@@ -187,13 +187,16 @@ def test_the_batching_benchmark_runs_on_smollm2(smol, script, capsys):
     assert len(rows) == 2 and all(line.rstrip().endswith("| 0 |") for line in rows)  # != AR: none
 
 
-def test_the_kernel_baseline_times_both_kernels(smol, prompts, script):
-    """benchmarks/kernel_baseline.py's times(): greedy and lookup under "packed" and "mixed"
-    (nn.Linear for one token), each kernel's lookup checked against its greedy inside."""
+def test_the_kernel_baseline_times_every_kernel_named(smol, prompts, script):
+    """benchmarks/kernel_baseline.py's times(): greedy and lookup under "packed", "mixed"
+    (nn.Linear for one token) and "transposed" (a stored W^T), each kernel's lookup checked
+    against its greedy inside."""
     model, _ = smol
-    out = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1)
-    assert list(out) == ["packed", "mixed"]
-    assert out["packed"][2] == out["mixed"][2] and len(out["packed"][2]) == 6
+    names = ["packed", "mixed", "transposed"]
+    out = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1, names)
+    assert list(out) == names
+    assert out["packed"][2] == out["mixed"][2] == out["transposed"][2]
+    assert len(out["packed"][2]) == 6
     assert all(t > 0 for greedy, lookup, _ in out.values() for t in (greedy, lookup))
 
 

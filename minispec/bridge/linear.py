@@ -16,6 +16,12 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   prompt's forward in about half the steps (figures/lookup_ceiling.md's p: 3.6-6.6 across runs,
   against 9.7-12.0 with "columns"). The curve of a memory-bound model: the extra tokens reuse
   the weights already read, so 8 tokens cost 1.15-1.5 steps, not 8.
+- "transposed": x @ W^T with W^T stored once, row-major (in, out), through MKL's product: on the
+  Intel Xeon it made the cheapest one-token step and the cheapest call over 4 tokens of all of
+  them (by hand, step_costs at context 300: 21.0 and 28.9 ms, against 29.3 and 34.6 packed and
+  21.8 and 31.0 with nn.Linear), and greedy decoding 1.24x faster than the packed default at the
+  copy prompts' median (figures/kernel_baseline_transposed.md); not measured on the other CPU,
+  so not the default.
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
@@ -31,7 +37,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn as nn
 
-KERNELS = ("packed", "columns", "torch", "mixed")
+KERNELS = ("packed", "columns", "torch", "mixed", "transposed")
 _kernel = "packed"  # what every Linear computes now (see `kernel`)
 _packing_works = None  # None: not tried yet; then whether oneDNN packed and multiplied here
 
@@ -52,7 +58,7 @@ def packing_works():
 
 def torch_product(x):
     """Whether the kernel now computes x W^T with nn.Linear's own forward: "torch" always, "mixed"
-    for one token (a gemv), "packed" and "mixed" off the CPU."""
+    for one token (a gemv), the others but "columns" off the CPU."""
     if _kernel == "torch" or (_kernel == "mixed" and x.numel() == x.shape[-1]):
         return True
     return _kernel != "columns" and x.device.type != "cpu"
@@ -60,8 +66,9 @@ def torch_product(x):
 
 class Linear(nn.Linear):
     """nn.Linear without a bias: y = x W^T, through oneDNN on a packed copy of W (see the module's
-    docstring), else as (W X^T)^T with X's rows the tokens, at least two of them (one token goes
-    in as two identical columns, never a gemv); off the CPU, nn.Linear's own product.
+    docstring; kernel("transposed"): x @ a stored W^T), else as (W X^T)^T with X's rows the
+    tokens, at least two of them (one token goes in as two identical columns, never a gemv); off
+    the CPU, nn.Linear's own product.
     Example: Linear(576, 1536)(torch.randn(1, 4, 576)).shape == (1, 4, 1536)"""
 
     def __init__(self, in_features, out_features, bias=False, **kwargs):
@@ -75,7 +82,9 @@ class Linear(nn.Linear):
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
         packed = self.packed_weight(x) if _kernel != "columns" else None
-        if packed is not None:
+        if packed is not None and _kernel == "transposed":
+            y = rows @ packed  # W^T (in, out), stored row-major
+        elif packed is not None:
             y = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
         else:
             pad = rows.repeat(2, 1) if len(rows) == 1 else rows  # one token: two columns
@@ -83,22 +92,25 @@ class Linear(nn.Linear):
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
     def packed_weight(self, x):
-        """W in oneDNN's layout, packed at the first call and again only when W has changed
-        (another tensor, or written in place); None where the packed kernel does not apply.
+        """W in oneDNN's layout (W^T row-major for "transposed"), packed at the first call and again
+        only when W or the kernel has changed (another tensor, or written in place); None where
+        the kernel does not apply.
         Not seen (the old copy stays): a write in place to a W made under inference_mode (no
         version counter) or through W.data (a counter of its own); write under no_grad instead."""
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        if grad or w.device.type != "cpu" or {w.dtype, x.dtype} != {torch.float32}:
+        transposed = _kernel == "transposed"  # W^T for MKL, any dtype; else oneDNN's, float32
+        if grad or w.device.type != "cpu" or w.dtype != x.dtype:
             return None
-        if not packing_works():
+        if not transposed and not (w.dtype == torch.float32 and packing_works()):
             return None
         version = None if w.is_inference() else w._version
-        made = self._packed_from  # (a weak reference to the W packed, its version), or None
+        made = self._packed_from  # (a weak reference to the W packed, its version, how), or None
         # W is known by object, not by address: a new W can take a freed one's, at version 0
-        if made is None or made[0]() is not w or made[1] != version:
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), None)
-            self._packed_from = (weakref.ref(w), version)
+        if made is None or made[0]() is not w or made[1:] != (version, transposed):
+            pack = torch.ops.mkldnn._reorder_linear_weight
+            self._packed = w.detach().t().contiguous() if transposed else pack(w.detach(), None)
+            self._packed_from = (weakref.ref(w), version, transposed)
         return self._packed
 
     def _apply(self, fn, *args, **kwargs):
@@ -117,9 +129,10 @@ class Linear(nn.Linear):
 @contextmanager
 def kernel(name):
     """Inside `with kernel(name):` every Linear computes its product with kernel `name`: "packed"
-    (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token) or "mixed"
-    (nn.Linear's for one token, packed for more: the faster of each on the Intel Xeon of
-    figures/real_model_intel.md, benchmarks/kernel_baseline.py), to time kernels on one model."""
+    (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token), "mixed"
+    (nn.Linear's for one token, packed for more) or "transposed" (x @ W^T, W^T stored: the fastest
+    of all on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py), to
+    time kernels on one model."""
     global _kernel
     if name not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
