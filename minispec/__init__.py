@@ -13,8 +13,8 @@ from .kit import data, theory, viz
 from .kit.theory import (acceptance_rate, accepted_pmf, alpha_from_acceptance, best_gamma,
                          expected_tokens, speedup, tv_distance)
 from .methods import (EarlyExitDrafter, FallbackDrafter, HeadDrafter, Lookahead, MedusaHeads,
-                      load_drafter, load_heads, typical_accept)
-from .model import GPT, GPTConfig, KVCache, decode, encode, load_model
+                      load_drafter, load_heads, load_model, typical_accept)
+from .model import GPT, GPTConfig, KVCache, decode, encode
 from .rounds import Result, Stats, Step
 from .sampling import probs, sample
 from .speculate import generate, speculative_generate
@@ -32,3 +32,4 @@ __all__ = ["GPT", "GPTConfig", "KVCache", "decode", "encode", "load_model", "pro
            "viz"]
 sys.modules[__name__ + ".theory"] = theory  # the closed forms moved to the kit; old imports work
 verify.typical_accept = typical_accept  # a lossy method, moved to methods; the old name works
+sys.modules[__name__ + ".model"].load_model = load_model  # moved to the registry; so is its import

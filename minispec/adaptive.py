@@ -33,5 +33,6 @@ class Heuristic(Fixed):
 
 
 def as_policy(gamma):
-    """An int becomes Fixed(gamma); a policy object is used as it is."""
-    return gamma if hasattr(gamma, "update") and not isinstance(gamma, type) else Fixed(gamma)
+    """An int becomes Fixed(gamma); a policy object (gamma, update, reset) is used as it is."""
+    policy = hasattr(gamma, "update") and hasattr(gamma, "reset") and not isinstance(gamma, type)
+    return gamma if policy else Fixed(gamma)

@@ -102,6 +102,9 @@ class CausalSelfAttention(nn.Module):
         causal = mask is None and T == S > 1  # no mask, nothing cached: SDPA's own causal mask
         if mask is None and 1 < T < S:  # no mask after cached keys: query i sees keys to S - T + i
             mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+        if mask is not None and (mask.dtype != torch.bool or mask.shape[-2:] != (T, S)):  # float:
+            raise ValueError(f"mask must be a bool tensor (T, S) = ({T}, {S}), True: attend (a "
+                             f"float one SDPA would ADD), got {mask.dtype} {tuple(mask.shape)}")
         if mask is not None and mask.dim() == 3:  # one mask per row: the same for every head
             mask = mask[:, None]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # T = 1: all
@@ -198,21 +201,3 @@ class GPT(nn.Module):
         """idx (B, T) token ids -> next-token logits at every position (B, T, V); see features."""
         return self.lm_head(self.features(idx, cache, pos, mask))
 
-
-def load_model(name):
-    """A shipped model ("target", "draft", "draft_distilled", "draft_onpolicy") or a .pt file path
-    -> a GPT in eval mode, fp32, on the CPU (weights are stored in fp16)."""
-    path = WEIGHTS_DIR / f"{name}.pt"
-    path = path if path.exists() else Path(str(name))  # None, 5: unknown names
-    if not (path.suffix == ".pt" and path.exists()):
-        raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
-                         "'draft_onpolicy', 'target'], or give a path to a .pt file")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if "config" not in ckpt:  # heads, a stop rule, ...: a drafter's weights, loaded onto a target
-        raise ValueError(f"{path.name} is not a GPT: a drafter's file loads onto its target with "
-                         "load_drafter(its name, target): 'medusa', 'hydra', 'eagle', ...")
-    model = GPT(GPTConfig(**ckpt["config"]))
-    state = {k: v.float() for k, v in ckpt["state_dict"].items()}
-    state["lm_head.weight"] = state["wte.weight"]
-    model.load_state_dict(state)
-    return model.eval()

@@ -26,6 +26,14 @@ class Tree:
     kids: dict = field(default_factory=dict)     # node -> {token: child index}
     replacement: bool = True  # False: each node's children were drawn without replacement
 
+    def __post_init__(self):  # Tree(tokens, parents) written by hand: add indexes its children
+        if self.tokens and not self.kids:  # zip's strict: a token without a parent is an error
+            nodes = zip(self.tokens, self.parents, self.scores or [1.0] * len(self.tokens),
+                        strict=True)
+            self.tokens, self.parents, self.scores = [], [], []
+            for token, parent, score in nodes:
+                self.add(parent, token, score)
+
     def children(self, node):
         """{token: child index} of a node (-1 for the root); it only reads (a leaf's is empty)."""
         return self.kids.get(node, {})
@@ -37,6 +45,7 @@ class Tree:
     def add(self, parent, token, score=1.0):
         """Append a child (or return the existing one with that token): its index."""
         token = whole(token, "a drafted token", 0)  # a 0-d tensor would never equal an int
+        parent = whole(parent, "a parent (-1: the root, or an earlier node)", -1, len(self.tokens))
         if token not in self.children(parent):
             self.kids.setdefault(parent, {})[token] = len(self.tokens)
             self.tokens.append(token)
@@ -57,7 +66,7 @@ class Tree:
     @classmethod
     def from_paths(cls, paths, size=None):
         """The prefix tree of deterministic token paths (at most `size` nodes)."""
-        tree = cls()
+        tree, size = cls(), size if size is None else whole(size, "size (nodes, or None)", 0)
         for path in paths:
             node = -1
             for t in path:
@@ -91,7 +100,8 @@ def tree_mask(parents, n_ctx, n_prefix=0, nodes=None):
     """
     a, b = nodes or (0, len(parents))
     anc = torch.eye(len(parents), dtype=torch.bool)  # anc[i, j]: j is i or an ancestor of i
-    for i, par in enumerate(parents):
+    for i, par in enumerate(parents):  # parents come first: anc[par] is complete
+        par = whole(par, f"node {i}'s parent (-1: the root, or a node before it)", -1, i)
         anc[i] |= anc[par] if par >= 0 else False
     top = torch.ones(n_prefix, n_ctx + b, dtype=torch.bool).tril(n_ctx - n_prefix)  # causal rows
     bottom = torch.cat([torch.ones(b - a, n_ctx, dtype=torch.bool), anc[a:b, :b]], 1)
@@ -115,8 +125,9 @@ def score_tree(model, cache, context, tree, nodes=None):
 
 def check_tree_options(branching, width, score_temperature, replacement=True):
     """Tree options (branching None: a chain) -> (branching, width) as ints, or a ValueError."""
-    if branching is None and (width is not None or not replacement):  # both shape a tree's levels
-        raise ValueError(f"tree options (width={width}, replacement={replacement}) need branching")
+    if branching is None and (width, replacement, score_temperature) != (None, True, 1.0):
+        raise ValueError(f"tree options (score_temperature={score_temperature}, width={width}, "
+                         f"replacement={replacement}) need branching")
     if branching is not None and not (isinstance(branching, (tuple, list)) and branching):
         raise ValueError(f"branching must be a non-empty tuple of integers >= 1, got {branching!r}")
     if not isinstance(replacement, bool):  # torch.multinomial takes only a bool

@@ -88,6 +88,8 @@ def multi_draft_accept(candidates, q, p, generator=None, replacement=True):
         raise ValueError(f"p and q must both have shape (V,), got {tuple(p.shape)} and "
                          f"{None if q is None else tuple(q.shape)}")
     candidates = [whole(c, "each candidate", 0, len(p)) for c in candidates]  # 1.7, None: no
+    if not isinstance(replacement, bool):  # the string "False" would read as True: another law
+        raise ValueError(f"replacement must be True or False, got {replacement!r}")
     if not replacement and len(set(candidates)) < len(candidates):
         raise ValueError(f"candidates drawn without replacement are distinct, got {candidates}")
     if q is None:  # deterministic guesses: draw x ~ p (the walk keeps a guess equal to it)

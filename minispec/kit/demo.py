@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from ..drafters import ModelDrafter, PromptLookupDrafter
-from ..methods import FallbackDrafter, load_drafter
-from ..model import encode, load_model
+from ..methods import FallbackDrafter, load_drafter, load_model
+from ..model import encode
 from ..speculate import generate, speculative_generate
 from . import timing
 from .viz import ansi_trace

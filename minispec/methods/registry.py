@@ -1,8 +1,12 @@
-"""Every shipped method by name: load_drafter(name, target), above the drafters it builds."""
+"""Every shipped model and method by name: load_model(name) and load_drafter(name, target), above
+the drafters it builds."""
 import inspect
+from pathlib import Path
+
+import torch
 
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
-from ..model import GPT, load_model
+from ..model import GPT, WEIGHTS_DIR, GPTConfig
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, load_eagle
@@ -23,6 +27,25 @@ KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
          "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
+
+
+def load_model(name):
+    """A shipped model ("target", "draft", "draft_distilled", "draft_onpolicy") or a .pt file path
+    -> a GPT in eval mode, fp32, on the CPU (weights are stored in fp16)."""
+    path = WEIGHTS_DIR / f"{name}.pt"
+    path = path if path.exists() else Path(str(name))  # None, 5: unknown names
+    if not (path.suffix == ".pt" and path.exists()):
+        raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
+                         "'draft_onpolicy', 'target'], or give a path to a .pt file")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if "config" not in ckpt:  # heads, a stop rule, ...: a drafter's weights, loaded onto a target
+        raise ValueError(f"{path.name} is not a GPT: a drafter's file loads onto its target with "
+                         "load_drafter(its name, target): 'medusa', 'hydra', 'eagle', ...")
+    model = GPT(GPTConfig(**ckpt["config"]))
+    state = {k: v.float() for k, v in ckpt["state_dict"].items()}
+    state["lm_head.weight"] = state["wte.weight"]
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def load_drafter(name, target, **options):
