@@ -93,3 +93,105 @@ def test_a_policy_without_reset_is_named():
     with pytest.raises(ValueError, match="gamma"):
         ms.speculative_generate(tiny_gpt(), ms.PromptLookupDrafter(), [1, 2, 1], 4,
                                 gamma=NoReset())  # an AttributeError at policy.reset()
+
+
+# The methods (a helper's bug hunt of beam, streaming, layer skip, learned stop, lookahead, the
+# heads, EAGLE and the registry: no wrong result in the loop; these are direct calls and input).
+
+IDS = ms.encode("def foo(x):\n    return x")
+
+
+def test_learned_stop_reads_its_draft_arguments_as_every_drafter_does():
+    target = ms.load_model("target")
+    stop = ms.load_drafter("learned_stop", target, threshold=1.0)  # never stops early
+    assert len(stop.draft(torch.tensor(IDS), 3).tokens) == len(stop.draft(IDS, 3).tokens) == 3
+    for gamma, depth, match in ((2.5, None, "gamma"), (-1, None, "gamma"), (4, 1.5, "depth")):
+        with pytest.raises(ValueError, match=match):
+            stop.draft(IDS, gamma, depth=depth)  # 2.5 drafted 3; -1 nothing, silently
+    with pytest.raises(ValueError, match="context"):
+        stop.draft(None, 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        stop.draft([], 2)
+
+
+def drafted_twice(drafter, model, prompt):
+    """The drafter's tokens for one context, drafted twice before the loop's accept."""
+    res = ms.speculative_generate(model, drafter, prompt, 8, gamma=3)
+    held = drafter.fed if hasattr(drafter, "fed") else drafter.seen  # what its features cover
+    context = held + [res.steps[-1].token]  # the context of the round after the last one
+    return drafter.draft(context, 3).tokens, drafter.draft(context, 3).tokens
+
+
+def test_eagle_drafts_the_same_tree_when_asked_twice_before_accept():
+    from test_eagle_llama import random_head
+    from test_llama import random_llama
+    target = ms.load_model("target")
+    first, again = drafted_twice(ms.load_drafter("eagle", target), target, IDS)
+    assert first == again and len(first) == 3  # the second call fed the head nothing: a crash
+    llama = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2, seed=2, block_size=64)
+    from minispec.methods.eagle_llama import EagleLlamaDrafter
+    drafter = EagleLlamaDrafter(random_head(llama, list(range(0, 16, 2))))
+    first, again = drafted_twice(drafter, llama, [3, 5, 7, 3, 5, 1, 2, 9, 4, 4, 6])
+    assert first == again and len(first) == 3
+
+
+def test_head_constructors_check_their_model_and_options():
+    from minispec.methods import EagleHead, MedusaHeads
+    from minispec.methods.eagle_llama import EagleLlamaHead
+    from test_llama import random_llama
+    target = ms.load_model("target")
+    for make in (lambda: MedusaHeads(None), lambda: EagleHead("target"),
+                 lambda: EagleLlamaHead(None, [0, 1]), lambda: EagleLlamaHead(target, [0, 1])):
+        with pytest.raises(ValueError, match="model|target"):
+            make()  # AttributeErrors from inside
+    with pytest.raises(ValueError, match="sequential must be True or False"):
+        MedusaHeads(target, 2, sequential="no")  # read as True: Hydra's heads
+    llama = random_llama(vocab_size=16, n_embd=16, n_head=4, n_kv_head=2, seed=2, block_size=64)
+    for keep in ([1.9, 0], [True, False]):
+        with pytest.raises(ValueError, match="keep must be integer token ids"):
+            EagleLlamaHead(llama, keep, (0, 1))  # 1.9 became token 1
+    assert EagleLlamaHead(llama, [1, 0], (0, 1)).keep.tolist() == [1, 0]
+
+
+def test_layer_skip_reads_ids_as_a_drafter_does():
+    from minispec.methods.layer_skip import agreement
+    target = ms.load_model("target")
+    assert agreement(target, torch.tensor(IDS), [(2, 3)]) == agreement(target, IDS, [(2, 3)])
+    for ids in (None, [1.5, 2], "def"):
+        with pytest.raises(ValueError, match="context|token"):
+            agreement(target, ids, [(2, 3)])
+
+
+def test_load_model_names_a_file_that_is_no_gpt(tmp_path):
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    (tmp_path / "text.pt").write_text("not torch")
+    torch.save(ms.load_model("draft").state_dict(), tmp_path / "bare.pt")
+    for name in ("tensor.pt", "text.pt"):
+        with pytest.raises(ValueError, match="is not a GPT's weights file"):
+            ms.load_model(tmp_path / name)  # RuntimeError, UnpicklingError from inside torch
+    with pytest.raises(ValueError, match=r"bare.pt is not a GPT \(a dict of its config"):
+        ms.load_model(tmp_path / "bare.pt")
+
+
+def test_drafters_name_bad_token_ids_and_an_empty_context():
+    target = ms.load_model("target")
+    beam = ms.load_drafter("beam", target)
+    with pytest.raises(ValueError, match="each context token id"):
+        beam.draft([1, 2.5], 2)  # a RuntimeError from the embedding
+    with pytest.raises(ValueError, match="each context token id"):
+        ms.load_drafter("lookup_tree", target).draft([1, -1, 1], 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        beam.draft([], 2)  # "crop's n ... got -1"
+    stream = ms.load_drafter("streaming", target)
+    ms.speculative_generate(target, stream, IDS, 4, gamma=2)  # its target cache is filled
+    with pytest.raises(ValueError, match="at least one token"):
+        stream.draft([], 2)
+    assert beam.draft(IDS, 2).tokens == beam.draft(torch.tensor(IDS), 2).tokens
+
+
+def test_lookahead_checks_its_model_and_resets_without_arguments():
+    with pytest.raises(ValueError, match="model must be a GPT or a Llama"):
+        ms.Lookahead(None)  # accepted, never used
+    drafter = ms.Lookahead(ms.load_model("target"))
+    drafter.reset()  # a TypeError: the protocol's reset has defaults
+    assert drafter.draft([1, 2, 3], 2).tokens == [3, 3]

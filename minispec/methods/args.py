@@ -11,14 +11,18 @@ def check_model(model):
 
 
 def draft_args(context, gamma, depth=None):
-    """-> (the context as a list of token ids, min(gamma, depth) as an int), else a ValueError.
+    """-> (the context as a list of token ids, min(gamma, depth) as an int), else a ValueError
+    naming the argument (a token id 2.5 or -1 too).
     Example: draft_args(torch.tensor([5, 6, 5]), 3.0, depth=2) == ([5, 6, 5], 2)"""
     if context is None or isinstance(context, (str, bytes)) or getattr(context, "ndim", 1) != 1:
         raise ValueError(f"context must be one sequence of token ids, got {context!r:.80}")
     gamma = whole(gamma, "gamma (tokens to draft)", 0)
     if depth is not None:
         gamma = min(gamma, whole(depth, "depth (None: any)", 0))
-    return (context.tolist() if hasattr(context, "tolist") else list(context)), gamma
+    ids = context.tolist() if hasattr(context, "tolist") else list(context)
+    if not all(type(t) is int and t >= 0 for t in ids):  # numpy ints, 2.5, -1, None: one by one
+        ids = [whole(t, "each context token id", 0) for t in ids]
+    return ids, gamma
 
 
 def common_prefix(a, b):

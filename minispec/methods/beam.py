@@ -49,6 +49,8 @@ class BeamDrafter(Drafter):
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         context, gamma, depth = tree_args(context, gamma, depth)
+        if not context:  # the loop's context holds the prompt at least
+            raise ValueError("context must hold at least one token: the beams follow it")
         if self.cache is None:
             self.reset()
         D = min(self.depth, gamma, self.depth if depth is None else depth)

@@ -30,7 +30,7 @@ class EagleHead(nn.Module):
 
     def __init__(self, target):
         super().__init__()
-        c = target.config
+        c = check_model(target).config
         self.config = GPTConfig(c.vocab_size, c.block_size, 1, c.n_head, c.n_embd)
         self.fc = nn.Linear(2 * c.n_embd, c.n_embd)
         self.block = Block(self.config)
@@ -96,6 +96,7 @@ class EagleDrafter(Drafter):
         self.cache = KVCache(self.head.config, 1, size, w.device, w.dtype)
         self.pending = w.new_zeros(0, w.shape[1])  # true features (k, C) not fed yet
         self.n_ctx = 0  # head cache entries made of true features
+        self.root = None  # the root's predicted feature, once the true ones are fed
         self.f = {}     # node -> its predicted feature f_hat
         self.seen = None
 
@@ -127,13 +128,15 @@ class EagleDrafter(Drafter):
     def expand(self, context, fed, nodes):
         """The head's logits after the root (nodes None) or after nodes a..b-1 of `fed`."""
         if nodes is None:  # feed the true features; the last output predicts the root's feature
-            k, dev = len(self.pending), self.pending.device
-            x = torch.tensor([context[len(context) - k:]], device=dev)
-            f_hat = self.head(self.pending[None], x, self.cache)
-            self.pending = self.pending[:0]
-            self.n_ctx = self.cache.length
-            self.f[-1] = f_hat[0, -1]
-            return self.head.logits(f_hat[0, -1:])
+            self.cache.crop(self.n_ctx)  # drafting again before accept: the drafts' entries go
+            if len(self.pending):  # (else the root's is the feature the last draft predicted)
+                k, dev = len(self.pending), self.pending.device
+                x = torch.tensor([context[len(context) - k:]], device=dev)
+                self.root = self.head(self.pending[None], x, self.cache)[0, -1]
+                self.pending = self.pending[:0]
+                self.n_ctx = self.cache.length
+            self.f[-1] = self.root
+            return self.head.logits(self.root[None])
         a, b = nodes
         f = torch.stack([self.f[fed.parents[i]] for i in range(a, b)])[None]  # each parent's f_hat
         x = torch.tensor([fed.tokens[a:b]], device=f.device)

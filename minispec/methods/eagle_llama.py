@@ -49,12 +49,18 @@ class EagleLlamaHead(nn.Module):
 
     def __init__(self, target, keep, layers=(2, 15)):
         super().__init__()
+        if not isinstance(target, Llama):  # a GPT's head: eagle.EagleHead
+            raise ValueError(f"target must be a Llama (smollm2.load()), got a "
+                             f"{type(target).__name__}")
         c, C = target.config, target.config.n_embd
         whole_ids = isinstance(layers, (tuple, list)) and all(
             isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in layers)
         if not whole_ids or len(layers) != 2 or not 0 <= min(layers) <= max(layers) < c.n_layer:
             raise ValueError(f"layers must be two blocks of the target (0..{c.n_layer - 1}), "
                              f"got {layers}")
+        if not hasattr(keep, "__len__") or torch.as_tensor(keep).is_floating_point() \
+                or torch.as_tensor(keep).dtype == torch.bool:  # 1.9 would become 1, True 1
+            raise ValueError(f"keep must be integer token ids, got {keep!r:.80}")
         keep = torch.as_tensor(keep, dtype=torch.long)
         if keep.dim() != 1 or not len(keep) or len(set(keep.tolist())) != len(keep) \
                 or not 0 <= int(keep.min()) <= int(keep.max()) < c.vocab_size:
@@ -180,6 +186,7 @@ class EagleLlamaDrafter(Drafter):
         self.cache = LlamaCache(self.head.config, 1, size, w.device, w.dtype)
         self.pending = w.new_zeros(0, w.shape[1])  # fused features g of positions n_ctx.. not fed
         self.n_ctx = 0  # head cache entries made of true features (entry t: position t)
+        self.root = None  # the head's state after the true features, once they are fed
         self.fed = None
 
     @torch.inference_mode()
@@ -188,12 +195,15 @@ class EagleLlamaDrafter(Drafter):
         context, n = draft_args(context, gamma, depth)
         if n < 1 or self.fed != context[:-1]:
             return Tree()  # no features of this context yet (the first round), or no drafts wanted
-        k = len(self.pending)  # true pairs (g_t, x_{t+1}) at entries n_ctx..n_ctx + k - 1
-        x = torch.tensor([context[self.n_ctx + 1:self.n_ctx + 1 + k]], device=self.pending.device)
-        s = self.head(self.pending[None], x, self.cache)[0, -1]
-        self.pending = self.pending[:0]
-        self.n_ctx = self.cache.length
-        tokens, qs = [], []
+        self.cache.crop(self.n_ctx)  # drafting again before accept: the drafts' entries go
+        if len(self.pending):  # (else the root's state is the one the last draft computed)
+            k = len(self.pending)  # true pairs (g_t, x_{t+1}) at entries n_ctx..n_ctx + k - 1
+            x = torch.tensor([context[self.n_ctx + 1:self.n_ctx + 1 + k]],
+                             device=self.pending.device)
+            self.root = self.head(self.pending[None], x, self.cache)[0, -1]
+            self.pending = self.pending[:0]
+            self.n_ctx = self.cache.length
+        s, tokens, qs = self.root, [], []
         for _ in range(n):
             if tokens:  # deeper: the head reads its own state s and the token it drafted
                 s = self.head(s[None, None], torch.tensor([tokens[-1:]], device=s.device),

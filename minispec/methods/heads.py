@@ -27,7 +27,9 @@ class MedusaHeads(nn.Module):
 
     def __init__(self, model, n_heads=4, sequential=False):
         super().__init__()
-        C, self.sequential = model.config.n_embd, bool(sequential)
+        if not isinstance(sequential, bool):  # "no" would read as True: Hydra's heads
+            raise ValueError(f"sequential must be True or False, got {sequential!r}")
+        C, self.sequential = check_model(model).config.n_embd, sequential
         n_in = 2 * C if sequential else C
         self.res = nn.ModuleList(nn.Linear(n_in, C) for _ in range(whole(n_heads, "n_heads")))
         for lin in self.res:
@@ -67,14 +69,14 @@ def load_heads(model, name="medusa"):
     return fit(heads, ckpt, path)
 
 
-def read(path):
-    """A drafter's file (a dict that torch.save wrote) -> the dict; any other file -> ValueError."""
+def read(path, kind="a drafter's"):
+    """A drafter's (or kind's) file, a dict that torch.save wrote -> the dict; else a ValueError."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # a file torch.save did not write fails inside torch.load in many ways
         ckpt = None
     if not isinstance(ckpt, dict):
-        raise ValueError(f"{path} is not a drafter's weights file (a .pt that torch.save wrote)")
+        raise ValueError(f"{path} is not {kind} weights file (a .pt that torch.save wrote)")
     return ckpt
 
 

@@ -25,7 +25,7 @@ import torch
 from ..drafters import pick, unsure
 from ..sampling import real, whole
 from ..tree import Tree
-from .args import check_model
+from .args import check_model, draft_args
 from .early_exit import EarlyExitDrafter, check_threshold
 
 
@@ -72,7 +72,8 @@ def check_search(n_layer, max_skip=None, min_agreement=None):
 @torch.inference_mode()
 def block_inputs(model, ids):
     """The full model on ids (no cache) -> [h_0, ..., h_N], each (1, T, C): h_l enters block l."""
-    if not len(ids):
+    ids = draft_args(ids, 0)[0]  # a list of token ids (a tensor, numpy); None, 1.5, text: named
+    if not ids:
         raise ValueError("ids must hold at least one token: agreement is scored on a context")
     dev = model.wte.weight.device
     hs = [model.embed(torch.tensor([list(ids)], device=dev), torch.arange(len(ids), device=dev))]

@@ -27,6 +27,7 @@ from ..drafters import ModelDrafter, pick
 from ..model import WEIGHTS_DIR
 from ..sampling import whole
 from ..tree import Tree
+from .args import draft_args
 from .heads import read
 
 FEATURES = ("max_prob", "entropy", "token_prob")  # f_i, in this order
@@ -127,10 +128,13 @@ class LearnedStopDrafter(ModelDrafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
+        context, gamma = draft_args(context, gamma, depth)  # 2.5, None, a tensor: named
+        if not context:  # the loop's context holds the prompt at least
+            raise ValueError("context must hold at least one token: the chain follows it")
         super().draft(context, 0)  # ModelDrafter's bookkeeping: keep the cached shared prefix
         tokens, qs, all_kept = [], [], 1.0
         new = context[self.cache.length:]  # catch up on the context, then one token a step
-        while len(tokens) < (gamma if depth is None else min(gamma, depth)):
+        while len(tokens) < gamma:
             idx = torch.tensor([new], device=self.model.wte.weight.device)
             logits = self.model(idx, self.cache)[0, -1]  # (V,)
             self.calls += 1

@@ -8,7 +8,7 @@ The guesses are deterministic (no q): verify.verify_tree draws x ~ p and keeps a
 from ..drafters import Drafter
 from ..sampling import whole
 from ..tree import Tree
-from .args import tree_args
+from .args import check_model, tree_args
 
 
 class Lookahead(Drafter):
@@ -17,13 +17,13 @@ class Lookahead(Drafter):
     Example: speculative_generate(target, Lookahead(target), ids)"""
 
     def __init__(self, model, window=4, ngram=3, candidates=3):
-        self.model = model
+        self.model = check_model(model)  # the target it drafts for (its logits, in accept)
         self.window = whole(window, "window")
         self.ngram = whole(ngram, "ngram", 2)
         self.candidates = whole(candidates, "candidates", 0)
         self.reset(model, None)
 
-    def reset(self, target, cache):
+    def reset(self, target=None, cache=None):
         self.guess, self.pool, self.hist = [], {}, []
         self.inputs = None  # this round's window, set by draft (None: another drafter drafted)
 

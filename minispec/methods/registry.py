@@ -3,8 +3,6 @@ the drafters it builds."""
 import inspect
 from pathlib import Path
 
-import torch
-
 from ..drafters import ModelDrafter, PromptLookupDrafter, as_drafter
 from ..model import GPT, WEIGHTS_DIR, GPTConfig
 from .beam import BeamDrafter
@@ -13,7 +11,7 @@ from .eagle import EagleDrafter, load_eagle
 from .eagle_llama import EagleLlamaDrafter, load_eagle_llama
 from .early_exit import EarlyExitDrafter
 from .edit_lookup import EditLookupDrafter
-from .heads import HeadDrafter, load_heads
+from .heads import HeadDrafter, load_heads, read
 from .layer_skip import LayerSkipDrafter
 from .learned_stop import LearnedStopDrafter
 from .lookup_tree import LookupTreeDrafter
@@ -37,10 +35,11 @@ def load_model(name):
     if not (path.suffix == ".pt" and path.exists()):
         raise ValueError(f"unknown model {name!r}: shipped models are ['draft', 'draft_distilled', "
                          "'draft_onpolicy', 'target'], or give a path to a .pt file")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = read(path, "a GPT's")  # a tensor, a text file: named
     if "config" not in ckpt:  # heads, a stop rule, ...: a drafter's weights, loaded onto a target
-        raise ValueError(f"{path.name} is not a GPT: a drafter's file loads onto its target with "
-                         "load_drafter(its name, target): 'medusa', 'hydra', 'eagle', ...")
+        raise ValueError(f"{path.name} is not a GPT (a dict of its config and state_dict): a "
+                         "drafter's file loads onto its target with load_drafter(its name, "
+                         "target): 'medusa', 'hydra', 'eagle', ...")
     model = GPT(GPTConfig(**ckpt["config"]))
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
     state["lm_head.weight"] = state["wte.weight"]
