@@ -285,10 +285,11 @@ def main():
               f"| tiny target, 6x256 (128-token context) | {one_t * 1e3:.1f} ms | "
               + " | ".join(f"{v:.2f}" for v in v_t) + " |", "",
               f"minispec's Linear (bridge/linear.py) ran kernel \"{args.kernel}\" ('packed': "
-              "weights packed once for oneDNN) in the first row, what every decode above ran "
+              "weights packed once for oneDNN; 'transposed': W^T stored, MKL's x @ W^T) in the "
+              "first row, what every decode above ran "
               "(transformers' side runs its own); the second row is the same model "
               "with the product computed as (W X^T)^T by MKL; SmolLM2's one-token step with "
-              f"nn.Linear's own forward (MKL's gemv, one core): {gemv * 1e3:.1f} ms, "
+              f"nn.Linear's own forward (MKL's gemv): {gemv * 1e3:.1f} ms, "
               f"{gemv / one_s:.2f}x the first row's step, in the same run."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
