@@ -10,9 +10,10 @@ def check_model(model):
     return model
 
 
-def draft_args(context, gamma, depth=None):
+def draft_args(context, gamma, depth=None, root=False):
     """-> (the context as a list of token ids, min(gamma, depth) as an int), else a ValueError
-    naming the argument (a token id 2.5 or -1 too).
+    naming the argument (a token id 2.5 or -1 too; with root, an empty context: a drafter that
+    reads the last token, the root its draft follows).
     Example: draft_args(torch.tensor([5, 6, 5]), 3.0, depth=2) == ([5, 6, 5], 2)"""
     if context is None or isinstance(context, (str, bytes)) or getattr(context, "ndim", 1) != 1:
         raise ValueError(f"context must be one sequence of token ids, got {context!r:.80}")
@@ -22,6 +23,8 @@ def draft_args(context, gamma, depth=None):
     ids = context.tolist() if hasattr(context, "tolist") else list(context)
     if not all(type(t) is int and t >= 0 for t in ids):  # numpy ints, 2.5, -1, None: one by one
         ids = [whole(t, "each context token id", 0) for t in ids]
+    if root and not ids:  # the loop's context holds the prompt at least
+        raise ValueError("context must hold at least one token: the root the draft follows")
     return ids, gamma
 
 
@@ -30,8 +33,8 @@ def common_prefix(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def tree_args(context, gamma, depth=None):
+def tree_args(context, gamma, depth=None, root=False):
     """A tree's gamma is its nodes, depth its depth -> (the context as a list, gamma as an int,
-    depth as an int or None), else a ValueError."""
-    context, gamma = draft_args(context, gamma)
+    depth as an int or None), else a ValueError (root: as in draft_args)."""
+    context, gamma = draft_args(context, gamma, root=root)
     return context, gamma, None if depth is None else whole(depth, "depth (None: any)", 0)

@@ -48,9 +48,7 @@ class BeamDrafter(Drafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context, gamma, depth = tree_args(context, gamma, depth)
-        if not context:  # the loop's context holds the prompt at least
-            raise ValueError("context must hold at least one token: the beams follow it")
+        context, gamma, depth = tree_args(context, gamma, depth, root=True)
         if self.cache is None:
             self.reset()
         D = min(self.depth, gamma, self.depth if depth is None else depth)

@@ -71,9 +71,7 @@ class EarlyExitDrafter(Drafter):
         """draft's arguments checked (args.draft_args) -> (context as a list, tokens to draft).
         A context that does not extend what the cache holds (a direct call; the loop's always do)
         backs the cache up to where the two part, so a draft never reads another text's keys."""
-        seq, gamma = draft_args(context, gamma, depth)
-        if not seq:
-            raise ValueError("context must hold at least one token: the loop's hold the prompt")
+        seq, gamma = draft_args(context, gamma, depth, root=True)
         same = min(common_prefix(self.seen, seq), len(seq) - 1)  # the last token: fed to draft
         if same < self.shallow:
             self.shallow = self.deep = min(same, self.deep)

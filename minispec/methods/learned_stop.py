@@ -128,9 +128,7 @@ class LearnedStopDrafter(ModelDrafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context, gamma = draft_args(context, gamma, depth)  # 2.5, None, a tensor: named
-        if not context:  # the loop's context holds the prompt at least
-            raise ValueError("context must hold at least one token: the chain follows it")
+        context, gamma = draft_args(context, gamma, depth, root=True)  # 2.5, None, []: named
         super().draft(context, 0)  # ModelDrafter's bookkeeping: keep the cached shared prefix
         tokens, qs, all_kept = [], [], 1.0
         new = context[self.cache.length:]  # catch up on the context, then one token a step

@@ -29,9 +29,7 @@ class Lookahead(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context, gamma, depth = tree_args(context, gamma, depth)
-        if not context:  # the loop's context holds the prompt at least
-            raise ValueError("context must hold at least one token: the root the window follows")
+        context, gamma, depth = tree_args(context, gamma, depth, root=True)
         self.W = min(self.window, gamma, gamma if depth is None else depth)
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]
         grams = self.pool.get(context[-1], [])[-self.candidates:] if self.candidates else []

@@ -65,9 +65,7 @@ class StreamingDrafter(Drafter):
     @torch.inference_mode()
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context, gamma = draft_args(context, gamma, depth)
-        if not context:  # the loop's context holds the prompt at least
-            raise ValueError("context must hold at least one token: the draft follows it")
+        context, gamma = draft_args(context, gamma, depth, root=True)
         n = self.cache.length  # the target has cached context[:n]; the rest is new
         if n == 0:
             return Tree.chain([])  # the first round reads the prompt (the loop's prefill) alone
