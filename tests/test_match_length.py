@@ -33,6 +33,22 @@ def test_a_short_match_drafts_at_most_short():
     assert MatchLengthDrafter(long=3).draft(context, 8).tokens == [7, 8, 9, 10, 4, 5, 6, 7]
 
 
+def test_a_one_token_match_drafts_at_most_single():
+    """The context ends with 10 5: only its last token occurs earlier. By default that is a short
+    match (3 drafted); single=1 drafts 1 and single=0 none, while a 2-token match (4 5) still
+    drafts `short`; `single` unset follows `short`."""
+    one, two = TEXT + [5], TEXT + [4, 5]
+    assert MatchLengthDrafter().draft(one, 8).tokens == [6, 7, 8]
+    assert MatchLengthDrafter(single=1).draft(one, 8).tokens == [6]
+    assert MatchLengthDrafter(single=0).draft(one, 8).tokens == []
+    assert MatchLengthDrafter(single=1).draft(two, 8).tokens == [6, 7, 8]
+    assert MatchLengthDrafter(short=5).draft(one, 8).tokens == [6, 7, 8, 9, 10]
+    with pytest.raises(ValueError, match="single must be an integer >= 0"):
+        MatchLengthDrafter(single=-1)
+    with pytest.raises(ValueError, match="single"):
+        MatchLengthDrafter(single=1.5)
+
+
 def test_no_match_drafts_nothing_and_depth_is_kept():
     assert MatchLengthDrafter().draft(TEXT, 8).tokens == []
     assert MatchLengthDrafter().draft(TEXT + [1, 2, 3, 4, 5, 6], 8, depth=2).tokens == [7, 8]
@@ -76,6 +92,23 @@ def test_exact_law_with_both_lengths_drafted(tiny_pair, exact_law, dense, target
 
     law = exact_law(run)
     assert {1, 3} <= lengths
+    assert torch.allclose(dense(law, 3, 4), target_law(m, prompt, 4), atol=1e-12, rtol=0)
+
+
+def test_exact_law_with_all_three_lengths(tiny_pair, exact_law, dense, target_law):
+    """As above with single=1, short=2, long=3: the prompt's last 2 tokens (1 2) recur, so the
+    first round drafts 2; a later round after a one-token match drafts 1."""
+    m = copy.deepcopy(tiny_pair[0]).double()
+    prompt, lengths = [1, 2, 0, 1, 2], set()
+
+    def run():
+        res = ms.speculative_generate(m, MatchLengthDrafter(short=2, long=3, single=1), prompt,
+                                      4, gamma=3, temperature=1.0)
+        lengths.update(len(step.tree.tokens) for step in res.steps)
+        return tuple(res.tokens)
+
+    law = exact_law(run)
+    assert {1, 2} <= lengths
     assert torch.allclose(dense(law, 3, 4), target_law(m, prompt, 4), atol=1e-12, rtol=0)
 
 

@@ -46,6 +46,7 @@ METHODS = {  # name: (make(model), gamma)
     "edit lookup": (lambda m: EditLookupDrafter(span=2), 3),
     "match length": (lambda m: MatchLengthDrafter(short=2, long=4), 6),
     "match length, edit lookup": (lambda m: MatchLengthDrafter(EditLookupDrafter(), 1, 3), 5),
+    "match length, single 1": (lambda m: MatchLengthDrafter(EditLookupDrafter(), 2, 4, 1), 6),
 }
 
 

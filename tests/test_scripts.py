@@ -394,3 +394,18 @@ def test_lookup_ceiling_trace_cost_reads_the_loops_rounds(script):
     assert max(len(s.tree.tokens) for s in later) == 3  # gamma 3 drafted in full somewhere
     with pytest.raises(ValueError, match="measured up to k = 3"):
         ceiling.trace_cost(out.steps, linear[:4], 5.0)  # a round fed 4 tokens, v known to 3
+
+
+def test_lookup_ceiling_slope_needed_known_answer(script):
+    """slope_needed prices a decode's rounds under v(k) = 1 + s (k - 1): one prompt of N = 9 tokens
+    and p = 1 costs 9 steps autoregressively; after the prompt's round, two rounds of 3 drafted
+    cost 2 (1 + 3 s), so 9 / (3 + 6 s) >= 1.5 holds up to s = 0.5; rounds drafting nothing never
+    reach 1.5x, not even with a flat profile."""
+    ceiling = script("lookup_ceiling")
+    tree = ms.Tree([5, 6, 7], [-1, 0, 1])
+    steps = [ms.Step(tree, [], 1)] + [ms.Step(tree, [0, 1, 2], 1)] * 2
+    row = {"N": 9, "p": 1.0, "drafted": {"x": steps}}
+    assert ceiling.slope_needed([row], "x") == pytest.approx(0.5, abs=1e-9)
+    assert ceiling.slope_needed([row], "x", bar=3.0) == pytest.approx(0.0, abs=1e-9)
+    idle = {"N": 9, "p": 1.0, "drafted": {"x": [ms.Step(ms.Tree([], []), [], 1)] * 9}}
+    assert ceiling.slope_needed([idle], "x") is None

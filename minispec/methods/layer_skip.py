@@ -165,6 +165,8 @@ class LayerSkipDrafter(EarlyExitDrafter):
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         seq, n = self.args(context, gamma, depth)
+        if not n:  # nothing to draft: the search waits for a round that drafts
+            return Tree.chain([], [])
         if self.skip is None:  # SWIFT: chosen on the prompt itself
             self.skip, self.tried = search_skip(self.model, seq, gamma, self.max_skip,
                                                 self.min_agreement)

@@ -29,7 +29,8 @@ class Lookahead(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        context, gamma, depth = tree_args(context, gamma, depth, root=True)
+        vocab = self.model.config.vocab_size  # its guesses repeat context tokens: in the vocabulary
+        context, gamma, depth = tree_args(context, gamma, depth, root=True, vocab=vocab)
         self.W = min(self.window, gamma, gamma if depth is None else depth)
         self.inputs = [context[-1]] + (self.guess + [context[-1]] * self.W)[:self.W]
         grams = self.pool.get(context[-1], [])[-self.candidates:] if self.candidates else []
