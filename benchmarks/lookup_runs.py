@@ -13,9 +13,10 @@ median over the 9 prompts has moved by up to 0.2x between runs of the same code
 (figures/lookup_runs.md: 1.38-1.58x), more than its distance from the bar. So one run cannot say
 on which side of 1.5x the drafter is. This script times the same decodes (benchmarks/real_model.py's
 `speedups`, temperature 0, gamma 3 (the match-length methods: 8 after a match of 6 tokens, 3
-otherwise), at most 96 new tokens, stopping at <|im_end|>) --runs times in
-one process, one run after another (the methods taking turns to go first, so that a machine
-that drifts within a run does not always favour the same one), and reports:
+otherwise; ", single 1": 1 after a one-token match), at most 96 new tokens, stopping at
+<|im_end|>) --runs times in one process, one run after another (the methods taking turns to go
+first, so that a machine that drifts within a run does not always favour the same one), and
+reports:
   - each run's median (min-max) over the 9 prompts, end to end and after the first token;
   - each prompt's speedup in every run, and its median over the runs;
   - two summaries of the bar: the median of the runs' medians (with their range, and how many
