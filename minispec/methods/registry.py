@@ -56,7 +56,7 @@ def load_drafter(name, target, **options):
     (LookupTreeDrafter: the continuations of several earlier occurrences as one tree);
     "edit_lookup" (EditLookupDrafter: lookup that drafts the answer's earlier edits);
     "match_length" (MatchLengthDrafter: lookup, or the drafter given, drafting the loop's gamma
-    tokens after a long match and at most `short` after a short one); "early_exit"
+    tokens after a long match, `short` after a short one, `single` after one); "early_exit"
     (EarlyExitDrafter, default k=2, the exit the shipped target was trained for; SmolLM2 was
     trained for none: its exit at layer 22 of 30 agrees with its top-1 token on 23% of tokens,
     figures/layer_skip_smollm2.md); "medusa", "hydra" (HeadDrafter on the shipped heads, each
