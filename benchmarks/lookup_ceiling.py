@@ -38,8 +38,9 @@ and a call's cost v(gamma + 1) measured instead of taken as 1. The predicted spe
 The oracles read the answer, so no drafter reaches them: they say how much of the 1.5x that issue
 28 asks for is there to be found by copying at all. And the profile the bar needs: the slope s of
 a straight v(k) = 1 + s (k - 1) at which the best drafter's rounds (the same rounds, priced
-again) reach 1.5x at the median end to end: the CPU, not the drafter, where the measured v(k)
-climbs faster. --kernel: the Linear kernel every decode and v(k) run (bridge/linear.py).
+again) reach 1.5x at the median end to end; where the measured v(k) climbs faster than that, no
+rule priced here reaches the bar on that CPU. --kernel: the Linear kernel every decode and v(k)
+run (bridge/linear.py).
 Writes figures/lookup_ceiling.md (or --out).
 """
 import argparse

@@ -98,12 +98,12 @@ FRESH = [
     "Rename the parameter `items` to `values` in this function and show the whole "
     "function:\n\n" + ITEMS]
 FREE_MORE = ["Write a poem about the sea.",
-         "Describe a day in the life of a baker.",
-         "What are three tips for someone learning to cook?"]
-TITLES = {"copy: all": "the {n} copy-heavy prompts (the bar; benchmarks/real_model.py's)",
-          "held out": "the {n} held-out edit prompts (HELD_OUT)",
-          "fresh": "the {n} fresh edit prompts (FRESH)",
-          "free": "the {n} free-writing prompts (FREE and FREE_MORE)"}
+             "Describe a day in the life of a baker.",
+             "What are three tips for someone learning to cook?"]
+KIND = {"copy: all": "copy-heavy", "held out": "held-out edit", "fresh": "fresh edit",
+        "free": "free-writing"}  # each set's kind of prompt, in titles
+WHERE = {"copy: all": "the bar; benchmarks/real_model.py's", "held out": "HELD_OUT",
+         "fresh": "FRESH", "free": "FREE and FREE_MORE"}
 SETS = {"copy: all": COPY, "held out": HELD_OUT, "fresh": FRESH, "free": FREE + FREE_MORE}
 
 
@@ -122,9 +122,9 @@ def main():
         raise SystemExit(f"--runs must be >= 1, got {args.runs}")
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
-    kinds = [(kind, texts) for kind, texts in KINDS.items() if kind != "free"] * (
-        "copy: all" in args.sets)
-    kinds += [(s, SETS[s]) for s in args.sets if s != "copy: all"]
+    kinds = [(s, SETS[s]) for s in args.sets if s != "copy: all"]
+    if "copy: all" in args.sets:  # speedups gathers "copy: all" from the code and prose kinds
+        kinds = [(kind, texts) for kind, texts in KINDS.items() if kind != "free"] + kinds
     prompts = [(kind, tok.chat([{"role": "user", "content": c}]))
                for kind, texts in kinds for c in texts]
     runs = {(name, s): [] for name in args.methods for s in args.sets}  # per run: [(speedup, tpc,
@@ -146,13 +146,17 @@ def main():
             write(runs, band, machine, args)  # after every run: a run stopped early keeps it
 
 
+def title(subset):
+    """'the 9 copy-heavy prompts (the bar; ...)': a set's heading."""
+    return f"the {len(SETS[subset])} {KIND[subset]} prompts ({WHERE[subset]})"
+
+
 def write(runs, band, machine, args):
     done = len(next(iter(runs.values())))  # runs finished so far
     stopped = "" if done == args.runs else f" (of {args.runs} asked for: stopped early)"
-    sets = [TITLES[s].format(n=len(SETS[s])) for s in args.sets]
+    sets = [title(s) for s in args.sets]
     lines = [f"# {' and '.join(args.methods).capitalize()} on the "
-             + ", ".join(s.split(" (")[0].removeprefix("the ").removeprefix(
-                 str(len(SETS[k])) + " ").removesuffix(" prompts") for s, k in zip(sets, args.sets))
+             + ", ".join(KIND[s] for s in args.sets)
              + f" prompts, timed {done} times{stopped} ({time.strftime('%Y-%m-%d')})", "",
              f"`python benchmarks/lookup_runs.py --runs {args.runs} --repeats {args.repeats} "
              f"--threads {args.threads} --kernel {args.kernel} --methods "
@@ -172,8 +176,7 @@ def write(runs, band, machine, args):
     for (name, subset), per_run in runs.items():
         texts = SETS[subset]
         medians = [statistics.median(s for s, _, _ in got) for got in per_run]
-        title = TITLES[subset].format(n=len(texts))
-        lines += [f"## {name}: {title}", "",
+        lines += [f"## {name}: {title(subset)}", "",
                   "| run | speedup median (min-max) | after the first token | tokens per call "
                   "(median) |",
                   "|---|---|---|---|"]

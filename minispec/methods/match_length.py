@@ -62,17 +62,17 @@ class MatchLengthDrafter(Drafter):
     def reset(self, target=None, cache=None):
         self.drafter.reset(target, cache)
 
-    def long_match(self, context):
-        """Whether the context's last `long` tokens occur earlier in it."""
-        return next(tail_matches(context, self.long, self.long), None) is not None
+    @staticmethod
+    def recurs(context, n):
+        """Whether the context's last n tokens occur earlier in it."""
+        return next(tail_matches(context, n, n), None) is not None
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
         context, gamma = draft_args(context, gamma)  # depth: the inner drafter's, checked alike
         depth = None if depth is None else whole(depth, "depth (None: any)", 0)
-        if not self.long_match(context):
-            two = next(tail_matches(context, 2, 2), None) is not None  # the last 2 tokens recur
-            gamma = min(gamma, self.short if two else self.single)
+        if not self.recurs(context, self.long):
+            gamma = min(gamma, self.short if self.recurs(context, 2) else self.single)
         return self.drafter.draft(context, gamma, temperature, top_k, top_p, generator, depth)
 
     def score(self, target, cache, context, tree):  # the inner one's: early exit reuses its work
