@@ -87,6 +87,9 @@ class ModelDrafter(Drafter):
               depth=None):
         if self.cache is None:
             self.reset()
+        if not all(type(t) is int for t in context):  # a tensor, numpy's ints, 2.5: one by one
+            context = [whole(t, "each context token id", 0) for t in context]
+        gamma = whole(gamma, "gamma (tokens to draft)", 0)
         cached = self.cached[:self.cache.length]  # any context may come, not only the last one's
         same = next((i for i, (a, b) in enumerate(zip(cached, context)) if a != b), len(cached))
         self.cache.crop(min(same, len(context) - 1))  # keep the prefix shared with this context
@@ -155,7 +158,8 @@ class PromptLookupDrafter(Drafter):
 
     def draft(self, context, gamma, temperature=0.0, top_k=None, top_p=None, generator=None,
               depth=None):
-        return Tree.chain(self.match(list(context), gamma if depth is None else min(gamma, depth)))
+        n = whole(gamma if depth is None else min(gamma, depth), "gamma (and depth)", 0)
+        return Tree.chain(self.match(list(context), n))
 
 
 def as_drafter(drafter, target):

@@ -52,8 +52,8 @@ class KVCache:
     """
 
     def __init__(self, config, batch_size=1, size=None, device=None, dtype=None):
-        hs = config.n_embd // config.n_head
-        shape = (config.n_layer, batch_size, config.n_head, size or config.block_size, hs)
+        size = config.block_size if size is None else whole(size, "the cache's size (entries)")
+        shape = (config.n_layer, batch_size, config.n_head, size, config.n_embd // config.n_head)
         self.k = torch.zeros(shape, device=device, dtype=dtype)  # (n_layer, B, H, size, hs)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0
@@ -178,6 +178,9 @@ class GPT(nn.Module):
         if cache is not None and start + x.shape[1] > cache.size:
             raise ValueError(f"the KV cache holds {cache.size} entries, {start + x.shape[1]} "
                              f"needed (block_size={self.config.block_size}; new_cache(size=...))")
+        kv = (self.config.n_layer, self.config.n_head, self.config.n_embd // self.config.n_head)
+        if cache is not None and (cache.k.shape[::2] != kv or cache.k.dtype != x.dtype):
+            raise ValueError("the KV cache was made for another model or dtype: model.new_cache()")
         for i in range(self.config.n_layer) if layers is None else layers:
             x = self.h[i](x, cache, i, mask, start)
         if cache is not None:

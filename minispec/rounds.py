@@ -62,14 +62,6 @@ def tokens_left(prompt, context, max_new_tokens, eos_token):
     return 0 if eos_token in context[len(prompt):] else max_new_tokens + len(prompt) - len(context)
 
 
-def is_batch(ids):
-    """A list of prompts (each a list or a 1-d tensor), or a (B, T) tensor or array with B > 1."""
-    if hasattr(ids, "ndim"):  # a tensor or a numpy array
-        return ids.ndim == 2 and len(ids) > 1
-    rows = ids if isinstance(ids, (list, tuple)) else ()  # any row, not only the first, says so
-    return any(isinstance(r, (list, tuple, bytes, range)) or getattr(r, "ndim", 0) for r in rows)
-
-
 def check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed):
     """The decoding options -> max_new_tokens as an int, or a ValueError naming the bad one."""
     if not hasattr(model, "new_cache"):  # None; a Drafter: speculate's arguments swapped?

@@ -46,8 +46,8 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
     Example: probs(torch.tensor([0., 1., 2.]), temperature=0) -> tensor([0., 0., 1.])
     """
     check_sampling_args(temperature, top_k, top_p)
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()  # softmax in at least float32 (float64 models stay float64)
+    logits = torch.as_tensor(logits)  # a list of numbers too
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # softmax in >= float32
     if temperature == 0:  # greedy: one-hot on the argmax (ties: the lowest id)
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     logits = (logits - logits.amax(-1, keepdim=True)) / temperature  # max first: no overflow
@@ -66,4 +66,4 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
 
 def sample(p, generator=None):
     """Draw one token id from a distribution p (V,) using an explicit torch.Generator."""
-    return int(torch.multinomial(p, 1, generator=generator))
+    return int(torch.multinomial(torch.as_tensor(p), 1, generator=generator))  # a list too

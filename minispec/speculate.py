@@ -17,7 +17,7 @@ import torch
 
 from .adaptive import as_policy
 from .drafters import as_drafter
-from .rounds import Step, check_args, check_prompt, finish, is_batch, tokens_left
+from .rounds import Step, check_args, check_prompt, finish, tokens_left
 from .sampling import probs, sample, whole
 from .verify import multi_draft_accept, verify_tree
 
@@ -30,8 +30,8 @@ def generate(model, ids, max_new_tokens=64, temperature=0.0, top_k=None, top_p=N
     ids: a prompt, or a list of prompts of any lengths (a list of Results comes back).
     Example: generate(load_model("target"), encode("def "), 16).tokens
     """
+    from .batch.loop import generate_batch, is_batch  # batching is its own lesson (and package)
     if is_batch(ids):
-        from .batch.loop import generate_batch
         return generate_batch(model, ids, max_new_tokens, temperature, top_k, top_p, seed,
                               eos_token, crop_prompt)
     max_new_tokens = check_args(model, max_new_tokens, temperature, top_k, top_p, eos_token, seed)
@@ -63,8 +63,8 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
         single token, so a near-tie between two argmaxes could break the other way: the
         exactness tests also run in float64.
     """
+    from .batch.loop import is_batch, speculative_generate_batch
     if is_batch(ids):
-        from .batch.loop import speculative_generate_batch
         return speculative_generate_batch(target, drafter, ids, max_new_tokens, gamma,
                                           temperature, top_k, top_p, seed, eos_token,
                                           crop_prompt, rule)

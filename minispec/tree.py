@@ -85,8 +85,10 @@ class Tree:
 
     def select(self, keep):
         """The subtree made of the nodes in `keep` (closed under parents), renumbered."""
-        new, tree = {-1: -1}, Tree(replacement=self.replacement)
-        for i in sorted(keep):
+        new, tree, n = {-1: -1}, Tree(replacement=self.replacement), len(self.tokens)
+        for i in sorted(whole(i, f"each node to keep (of {n})", 0, n) for i in keep):
+            if self.parents[i] not in new:  # its path to the root would break
+                raise ValueError(f"keep holds node {i} but not its parent {self.parents[i]}")
             new[i] = tree.add(new[self.parents[i]], self.tokens[i], self.scores[i])
         tree.cands = {new[n]: v for n, v in self.cands.items() if n in new}
         tree.q = {new[n]: v for n, v in self.q.items() if n in new}

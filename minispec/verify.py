@@ -37,7 +37,7 @@ def _law(x, name):  # rows of probabilities, else a ValueError (logits kept ever
 def _check(draft_tokens, p, q=None):  # the shapes, or a ValueError; -> the drafts as ints
     g = len(draft_tokens)
     if p.dim() != 2 or p.shape[0] != g + 1:
-        raise ValueError(f"p must have shape (gamma + 1, V) = ({g + 1}, V), got {tuple(p.shape)}")
+        raise ValueError(f"p must have shape (1 + N, V) = ({g + 1}, V), got {tuple(p.shape)}")
     if q is not None and tuple(q.shape) != (g, p.shape[1]):
         raise ValueError(f"q must have shape (gamma, V) = ({g}, {p.shape[1]}), not {q.shape}")
     return [whole(t, "each draft token", 0, p.shape[1]) for t in draft_tokens]  # 1.7, None: no
@@ -119,9 +119,8 @@ def verify_tree(tree, p, temperature=0.0, generator=None, rule=multi_draft_accep
     check_sampling_args(temperature)  # None or -1 would sample
     if not callable(rule):  # checked at every temperature: at T > 0 it failed mid-walk
         raise ValueError(f"rule must be a function like multi_draft_accept, got {rule!r}")
-    if p.dim() != 2 or p.shape[0] != len(tree.tokens) + 1:
-        raise ValueError(f"p must have shape (1 + N, V) = ({len(tree.tokens) + 1}, V), "
-                         f"got {tuple(p.shape)}")
+    p = torch.as_tensor(p)  # a list of rows too
+    _check(tree.tokens, p)  # (1 + N, V) for N nodes, each a token id below V
     path, node = [], -1
     while True:
         kids, pn, q = tree.children(node), p[node + 1], tree.q.get(node)

@@ -126,3 +126,13 @@ def test_verdict_refuses_a_band_or_ratio_that_is_no_band(ratio, band, word):
     """verdict(1.0, -1) said "faster": 1.0 > 1 + (-1). A negative or NaN band now says so."""
     with pytest.raises(ValueError, match=word):
         timing.verdict(ratio, band)
+
+
+def test_a_band_at_its_floor_says_so():
+    """noise_band never reports less than BAND_FLOOR (1%): a verdict read against the floor says
+    so, where "+-1%" alone read as a measured band (notebooks 03 and 05-12 printed it so)."""
+    floor = timing.Comparison([1.5], [], [], timing.BAND_FLOOR)
+    assert str(floor).endswith("(noise band +-1%, its floor)")
+    assert str(timing.Comparison([1.5], [], [], 0.02)).endswith("(noise band +-2%)")
+    line = timing.round_line({"draft": 0.0, "score": 1.0, "rest": 0.005}, 1.0, timing.BAND_FLOOR)
+    assert "within the noise band +-1%, its floor" in line

@@ -20,6 +20,14 @@ from ..verify import multi_draft_accept, verify_tree
 from .ragged import RaggedCache, feed
 
 
+def is_batch(ids):
+    """A list of prompts (each a list or a 1-d tensor), or a (B, T) tensor or array with B > 1."""
+    if hasattr(ids, "ndim"):  # a tensor or a numpy array
+        return ids.ndim == 2 and len(ids) > 1
+    rows = ids if isinstance(ids, (list, tuple)) else ()  # any row, not only the first, says so
+    return any(isinstance(r, (list, tuple, bytes, range)) or getattr(r, "ndim", 0) for r in rows)
+
+
 def new_cache(model, rows, size=None):
     """A RaggedCache of `rows` rows on the model's device and dtype."""
     w = model.wte.weight

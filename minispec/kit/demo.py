@@ -103,7 +103,7 @@ def print_table(rows, repeats):
         speed = len(row.result.tokens) / row.t_method
         print(f"{row.name:20}{row.gamma:>6}{ar_speed:13.1f}{speed:10.1f}"
               f"{stats.target_calls:14d}{stats.tokens_per_call:13.2f}{row.ratio:8.2f}x  "
-              f"{verdict} (+-{band:.0%}){note}")
+              f"{verdict} ({timing.band_text(band)}){note}")
     print(f"(each row is one pair: best of {repeats} runs, alternating with autoregressive\n"
           " decoding's; speedup = tokens/s / AR tokens/s; verdict: against the wider noise band\n"
           " of the two sides, each timed against itself in this run; rows that did the same work\n"

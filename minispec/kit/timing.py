@@ -61,6 +61,11 @@ def spread(ratios):
 BAND_FLOOR = 0.01  # the narrowest band noise_band reports: a 1% difference is never called
 
 
+def band_text(band):
+    """"+-5%"; "+-1%, its floor" for BAND_FLOOR, which noise_band reports when it measured less."""
+    return f"+-{band:.0%}" + (", its floor" if band == BAND_FLOOR else "")
+
+
 def noise_band(fn, repeats=3, pairs=3):
     """Time fn against itself with `paired`, `pairs` times -> the largest max(r, 1/r) - 1 seen (r:
     one pair's ratio; which side ran first does not matter): how far two timings of the same work
@@ -119,7 +124,7 @@ class Comparison:
 
     def __str__(self):
         said, counts = agreement(self.ratios, self.band)
-        return f"{spread(self.ratios)}: {said}, {counts} (noise band +-{self.band:.0%})"
+        return f"{spread(self.ratios)}: {said}, {counts} (noise band {band_text(self.band)})"
 
 
 def compare(base, method, items, repeats=3, band=None):
@@ -207,6 +212,6 @@ def round_line(parts, tokens, band):
         names = {"draft": "drafting", "score": "the verification call", "rest": "the rest"}
         said = ("costs more steps than the tokens it yields" if cost > tokens * (1 + band) else
                 f"costs about as many steps as the tokens it yields (within the noise band "
-                f"+-{band:.0%})")
+                f"{band_text(band)})")
         line += f"\n  -> a round {said}; its largest part is {names[max(parts, key=parts.get)]}"
     return line
