@@ -22,6 +22,11 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   21.8 and 31.0 with nn.Linear), and greedy decoding 1.24x faster than the packed default at the
   copy prompts' median (figures/kernel_baseline_transposed.md); not measured on the other CPU,
   so not the default.
+- "rows": up to 16 tokens through row_kernel.py's compiled product, which reads each weight once
+  for all of them; more tokens (a prompt) through nn.Linear's. On the Intel Xeon a one-token step as
+  fast as nn.Linear's, and v(4) 1.13 where "transposed" read 1.34 (figures/lookup_ceiling_rows.md
+  and lookup_ceiling_intel.md): the memory-bound curve a verification call should have. It needs
+  a C++ compiler and ninja (row_kernel.py).
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
@@ -37,7 +42,9 @@ from contextlib import contextmanager
 import torch
 import torch.nn as nn
 
-KERNELS = ("packed", "columns", "torch", "mixed", "transposed")
+from . import row_kernel
+
+KERNELS = ("packed", "columns", "torch", "mixed", "transposed", "rows")
 _kernel = "packed"  # what every Linear computes now (see `kernel`)
 _packing_works = None  # None: not tried yet; then whether oneDNN packed and multiplied here
 
@@ -56,12 +63,25 @@ def packing_works():
     return _packing_works
 
 
-def torch_product(x):
+def torch_product(x, weight):
     """Whether the kernel now computes x W^T with nn.Linear's own forward: "torch" always, "mixed"
-    for one token (a gemv), the others but "columns" off the CPU."""
+    for one token (a gemv), "rows" where its product does not fit (a prompt's forward), the others
+    but "columns" off the CPU."""
     if _kernel == "torch" or (_kernel == "mixed" and x.numel() == x.shape[-1]):
         return True
+    if _kernel == "rows":
+        return not row_kernel.fits(x.reshape(-1, x.shape[-1]), weight)
     return _kernel != "columns" and x.device.type != "cpu"
+
+
+def pack(w, how):
+    """W (out, in) in the layout kernel `how` multiplies by: oneDNN's blocks ("packed"), W^T
+    row-major ("transposed") or slabs of 64 outputs, (out / 64, in, 64) ("rows")."""
+    if how == "rows":
+        return row_kernel.pack(w)
+    if how == "transposed":
+        return w.t().contiguous()
+    return torch.ops.mkldnn._reorder_linear_weight(w, None)
 
 
 class Linear(nn.Linear):
@@ -78,12 +98,12 @@ class Linear(nn.Linear):
         self._packed, self._packed_from = None, None
 
     def forward(self, x):
-        if torch_product(x):  # "torch"; "mixed" for one token; off the CPU (cuBLAS on a GPU)
+        if torch_product(x, self.weight):  # "torch"; "mixed", one token; a GPU's cuBLAS; ...
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
         packed = self.packed_weight(x) if _kernel != "columns" else None
-        if packed is not None and _kernel == "transposed":
-            y = rows @ packed  # W^T (in, out), stored row-major
+        if packed is not None and _kernel in ("transposed", "rows"):  # W^T row-major; W's slabs
+            y = rows @ packed if _kernel == "transposed" else row_kernel.product(rows, packed)
         elif packed is not None:
             y = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
         else:
@@ -92,25 +112,24 @@ class Linear(nn.Linear):
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
     def packed_weight(self, x):
-        """W in oneDNN's layout (W^T row-major for "transposed"), packed at the first call and again
-        only when W or the kernel has changed (another tensor, or written in place); None where
-        the kernel does not apply.
+        """W in oneDNN's layout (W^T row-major for "transposed", slabs for "rows"), packed at the
+        first call and again only when W or the kernel has changed (another tensor, or written in
+        place); None where the kernel does not apply.
         Not seen (the old copy stays): a write in place to a W made under inference_mode (no
         version counter) or through W.data (a counter of its own); write under no_grad instead."""
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        transposed = _kernel == "transposed"  # W^T for MKL, any dtype; else oneDNN's, float32
+        how = _kernel if _kernel in ("transposed", "rows") else "packed"  # W's layout
         if grad or w.device.type != "cpu" or w.dtype != x.dtype:
             return None
-        if not transposed and not (w.dtype == torch.float32 and packing_works()):
-            return None
+        if how == "packed" and not (w.dtype == torch.float32 and packing_works()):
+            return None  # W^T for MKL: any dtype; rows: float32 (torch_product checked); oneDNN
         version = None if w.is_inference() else w._version
         made = self._packed_from  # (a weak reference to the W packed, its version, how), or None
         # W is known by object, not by address: a new W can take a freed one's, at version 0
-        if made is None or made[0]() is not w or made[1:] != (version, transposed):
-            pack = torch.ops.mkldnn._reorder_linear_weight
-            self._packed = w.detach().t().contiguous() if transposed else pack(w.detach(), None)
-            self._packed_from = (weakref.ref(w), version, transposed)
+        if made is None or made[0]() is not w or made[1:] != (version, how):
+            self._packed = pack(w.detach(), how)
+            self._packed_from = (weakref.ref(w), version, how)
         return self._packed
 
     def _apply(self, fn, *args, **kwargs):
@@ -130,9 +149,9 @@ class Linear(nn.Linear):
 def kernel(name):
     """Inside `with kernel(name):` every Linear computes its product with kernel `name`: "packed"
     (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token), "mixed"
-    (nn.Linear's for one token, packed for more) or "transposed" (x @ W^T, W^T stored: the fastest
-    of all on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py), to
-    time kernels on one model."""
+    (nn.Linear's for one token, packed for more), "transposed" (x @ W^T, W^T stored: the fastest
+    one-token step on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py)
+    or "rows" (row_kernel.py's compiled product up to 16 tokens), to time kernels on one model."""
     global _kernel
     if name not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
