@@ -4,37 +4,56 @@
 // weight once. Yet through MKL's product a forward over 4 tokens cost SmolLM2 1.34 to 1.44
 // one-token steps on a 2-core Intel Xeon, though it reads no more weights than one token does
 // (figures/lookup_ceiling_intel.md, figures/kernel_baseline_transposed.md). Here W is stored once
-// as (N / 64, K, 64): each block of 64 outputs is one contiguous slab, read in order, while the
-// partial sums of R <= 6 rows, 4 x 16 floats a row, stay in 24 of AVX-512's 32 vector registers;
-// the slab is prefetched 32 rows ahead, so loads stay in flight while the multiply-adds run.
-// Rows beyond 6 take the same slab again from the cache. Each output is summed over k in order, the same for any number of
-// rows: the product is batch-invariant (row i of a call equals that row alone, bit for bit).
+// as (N / 64, K, 64): each block of 64 outputs is one contiguous slab, read in order. The outputs
+// are cut into vectors of 16 floats, split evenly among the threads (SmolLM2's 576 outputs are
+// 9 slabs: whole slabs would give one thread 5 and the other 4). A pass takes Q vectors of a slab
+// (Q = 4, 2 or 1 for up to 6, 12 or 16 rows) and all R rows at once: their R x Q partial sums
+// stay in at most 24 of AVX-512's 32 vector registers while the slab's columns stream in once,
+// prefetched 32 rows ahead, so loads stay in flight while the multiply-adds run. Each output is
+// summed over k in order, the same for any number of rows: the product is batch-invariant (row i
+// of a call equals that row alone, bit for bit).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <algorithm>
 
-constexpr int64_t B = 64;   // outputs per block: 4 vectors of 16 floats
+constexpr int64_t B = 64;      // outputs per slab: 4 vectors of 16 floats
 constexpr int64_t AHEAD = 32;  // prefetch distance, in rows of a slab (32 x 256 bytes)
-typedef float v16 __attribute__((vector_size(64)));
+typedef float v16 __attribute__((vector_size(64), aligned(4)));  // 16 floats, any address
 
-template <int R>
+template <int R, int Q>  // R rows times Q vectors of one slab's outputs, from `slab` on
 static void block(const float* x, int64_t K, const float* slab, float* y, int64_t N) {
-  v16 acc[R][4];
+  v16 acc[R][Q];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    for (int q = 0; q < 4; ++q) acc[r][q] = v16{};
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) acc[r][q] = v16{};
   for (int64_t k = 0; k < K; ++k) {
     const float* row = slab + k * B;
-    const char* ahead = reinterpret_cast<const char*>(row + AHEAD * B);
-    for (int line = 0; line < 4; ++line) __builtin_prefetch(ahead + 64 * line);
-    v16 w[4];
-    __builtin_memcpy(w, row, sizeof(w));
-#pragma GCC unroll 6
+    v16 w[Q];
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) {
+      __builtin_prefetch(row + AHEAD * B + 16 * q);
+      w[q] = *reinterpret_cast<const v16*>(row + 16 * q);
+    }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float xr = x[r * K + k];
-      for (int q = 0; q < 4; ++q) acc[r][q] += xr * w[q];
+#pragma GCC unroll 4
+      for (int q = 0; q < Q; ++q) acc[r][q] += xr * w[q];
     }
   }
-  for (int r = 0; r < R; ++r) __builtin_memcpy(y + r * N, acc[r], sizeof(acc[r]));
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int q = 0; q < Q; ++q) *reinterpret_cast<v16*>(y + r * N + 16 * q) = acc[r][q];
+}
+
+template <int Q, int R = 1>  // block<r, Q>, r known only at run time (at most 24 / Q and 16)
+static void rows(int r, const float* x, int64_t K, const float* slab, float* y, int64_t N) {
+  if constexpr (R < 24 / Q && R < 16) {
+    if (r > R) return rows<Q, R + 1>(r, x, K, slab, y, N);
+  }
+  block<R, Q>(x, K, slab, y, N);
 }
 
 torch::Tensor pack(torch::Tensor w) {  // W (N, K) -> (N / 64, K, 64)
@@ -45,26 +64,24 @@ torch::Tensor pack(torch::Tensor w) {  // W (N, K) -> (N / 64, K, 64)
 
 torch::Tensor product(torch::Tensor x, torch::Tensor packed) {  // x (M, K) -> x W^T (M, N)
   x = x.contiguous();
-  const int64_t M = x.size(0), K = x.size(1), blocks = packed.size(0), N = blocks * B;
+  const int64_t M = x.size(0), K = x.size(1), N = packed.size(0) * B;
   TORCH_CHECK(x.dtype() == torch::kFloat32 && packed.size(1) == K, "x must be float32 (M, K)");
+  TORCH_CHECK(M <= 16, "the rows kernel takes at most 16 rows, got ", M);
   auto y = torch::empty({M, N}, x.options());
   const float* xp = x.data_ptr<float>();
   const float* wp = packed.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t end) {
-    for (int64_t b = first; b < end; ++b) {
-      for (int64_t m = 0; m < M; m += 6) {  // 6 rows at a time, the slab from the cache again
-        const float* xm = xp + m * K;
-        float* ym = yp + m * N + b * B;
-        switch (std::min<int64_t>(6, M - m)) {
-          case 6: block<6>(xm, K, wp + b * K * B, ym, N); break;
-          case 5: block<5>(xm, K, wp + b * K * B, ym, N); break;
-          case 4: block<4>(xm, K, wp + b * K * B, ym, N); break;
-          case 3: block<3>(xm, K, wp + b * K * B, ym, N); break;
-          case 2: block<2>(xm, K, wp + b * K * B, ym, N); break;
-          default: block<1>(xm, K, wp + b * K * B, ym, N);
-        }
-      }
+  const int64_t width = M <= 6 ? 4 : M <= 12 ? 2 : 1;  // Q: R x Q sums fit in 24 registers
+  at::parallel_for(0, N / 16, 1, [&](int64_t first, int64_t end) {  // vectors of 16 outputs
+    for (int64_t v = first; v < end;) {
+      const int64_t q = v % 4;  // vector v is the q-th of slab v / 4
+      int64_t n = std::min({width, end - v, 4 - q});
+      n = n == 3 ? 2 : n;  // where a thread's share starts or ends inside a slab
+      const float* slab = wp + (v / 4) * K * B + 16 * q;
+      if (n == 4) rows<4>(M, xp, K, slab, yp + 16 * v, N);
+      else if (n == 2) rows<2>(M, xp, K, slab, yp + 16 * v, N);
+      else rows<1>(M, xp, K, slab, yp + 16 * v, N);
+      v += n;
     }
   });
   return y;
