@@ -22,11 +22,12 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   21.8 and 31.0 with nn.Linear), and greedy decoding 1.24x faster than the packed default at the
   copy prompts' median (figures/kernel_baseline_transposed.md); not measured on the other CPU,
   so not the default.
-- "rows": up to 16 tokens through row_kernel.py's compiled product, which reads each weight once
-  for all of them; more tokens (a prompt) through nn.Linear's. On the Intel Xeon a one-token step as
-  fast as nn.Linear's, and v(4) 1.13 where "transposed" read 1.34 (figures/lookup_ceiling_rows.md
-  and lookup_ceiling_intel.md): the memory-bound curve a verification call should have. It needs
-  a C++ compiler and ninja (row_kernel.py).
+- "rows": row_kernel.py's compiled product, which reads each weight from memory once for all the
+  tokens. On the Intel Xeon a one-token step as fast as nn.Linear's, and v(4) 1.13 where
+  "transposed" read 1.34 (figures/lookup_ceiling_rows.md and lookup_ceiling_intel.md): the
+  memory-bound curve a verification call should have. On an AMD EPYC the fastest one-token step
+  of all, and a prompt's products about 3 times faster than MKL's (figures/kernel_baseline_amd.md).
+  It needs a C++ compiler and ninja (row_kernel.py).
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
@@ -65,8 +66,8 @@ def packing_works():
 
 def torch_product(x, weight):
     """Whether the kernel now computes x W^T with nn.Linear's own forward: "torch" always, "mixed"
-    for one token (a gemv), "rows" where its product does not fit (a prompt's forward), the others
-    but "columns" off the CPU."""
+    for one token (a gemv), "rows" where its product does not fit (not float32, outputs not a
+    multiple of 64), the others but "columns" off the CPU."""
     if _kernel == "torch" or (_kernel == "mixed" and x.numel() == x.shape[-1]):
         return True
     if _kernel == "rows":
@@ -151,7 +152,7 @@ def kernel(name):
     (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token), "mixed"
     (nn.Linear's for one token, packed for more), "transposed" (x @ W^T, W^T stored: the fastest
     one-token step on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py)
-    or "rows" (row_kernel.py's compiled product up to 16 tokens), to time kernels on one model."""
+    or "rows" (row_kernel.py's compiled product), to time kernels on one model."""
     global _kernel
     if name not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")

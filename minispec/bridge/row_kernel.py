@@ -1,5 +1,5 @@
-"""The "rows" kernel of bridge/linear.py: x W^T for up to MAX_ROWS rows through row_kernel.cpp,
-which reads each weight once for all of them (its comment says how), compiled at the first use by
+"""The "rows" kernel of bridge/linear.py: x W^T through row_kernel.cpp, which reads each weight
+from memory once for all the rows (its comment says how), compiled at the first use by
 torch.utils.cpp_extension: it needs a C++ compiler (g++ or clang) and ninja (`pip install ninja`,
 in the `[real]` extra), takes about 20 s, and is then cached by torch for this machine.
 Example: product(torch.randn(4, 576), pack(torch.randn(1536, 576))).shape == (4, 1536)"""
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 
-MAX_ROWS = 16  # a verification call's tokens; a prompt's forward goes to nn.Linear's product
 BLOCK = 64     # W's outputs are packed in blocks of 64 (row_kernel.cpp's B)
 _extension = None
 
@@ -32,9 +31,9 @@ def extension():
 
 
 def fits(rows, weight):
-    """Whether the rows kernel computes rows (M, K) @ W^T: float32 on the CPU, at most MAX_ROWS
-    rows, and W's outputs a whole number of blocks (SmolLM2's all are)."""
-    return (len(rows) <= MAX_ROWS and weight.shape[0] % BLOCK == 0 and weight.device.type == "cpu"
+    """Whether the rows kernel computes rows (M, K) @ W^T: float32 on the CPU, and W's outputs a
+    whole number of blocks (SmolLM2's all are)."""
+    return (weight.shape[0] % BLOCK == 0 and weight.device.type == "cpu"
             and rows.dtype == weight.dtype == torch.float32)
 
 
