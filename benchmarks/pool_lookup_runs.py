@@ -2,7 +2,7 @@
 
     python benchmarks/pool_lookup_runs.py
 
-Reads the per-prompt tables ("the 9 copy-heavy prompts (the bar)") of figures/lookup_runs*.md and
+Reads the per-prompt tables ("the 9 copy-heavy prompts (the bar...)") of figures/lookup_runs*.md and
 prints, per drafter: how many runs, the range and median of the run medians over the 9 prompts, how
 many reach 1.5x; and the same counting once the answer two prompts share. "Quote the following
 paragraph" and "Format this text as a bulleted list" get the same 55-token greedy answer (noted in
@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 
 FIGURES = sorted((Path(__file__).resolve().parents[1] / "figures").glob("lookup_runs*.md"))
-SECTION = re.compile(r"^## ([^\n]+?): the 9 copy-heavy prompts \(the bar\)\n(.*?)(?=^## |\Z)",
+SECTION = re.compile(r"^## ([^\n]+?): the 9 copy-heavy prompts \(the bar[^\n]*\n(.*?)(?=^## |\Z)",
                      re.S | re.M)
 SHARED = "Format this text as"  # the second prompt with the same answer as "Quote the ..."
 

@@ -46,6 +46,24 @@ def test_the_product_is_batch_invariant():
     assert torch.equal(row_kernel.product(x[3:7], packed), alone[3:7])  # one pass
 
 
+def test_the_product_is_the_same_for_any_number_of_threads():
+    """The threads share the outputs by vectors of 16, so a share can start or end inside a slab
+    (576 outputs are 36 vectors in 9 slabs): every output is still summed in the same order, and
+    1, 2, 3 or 5 threads give the same bits."""
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(576, 96, generator=g)
+    x = torch.randn(9, 96, generator=g)
+    packed = row_kernel.pack(w)
+    before, outs = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2, 3, 5):
+            torch.set_num_threads(threads)
+            outs.append(row_kernel.product(x, packed))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(outs[0], out) for out in outs[1:])
+
+
 def test_linear_under_rows_falls_back_where_it_does_not_fit():
     """A prompt of 70 tokens goes through the kernel; outputs not a multiple of 64, float64 or
     autograd through nn.Linear's product: the same sum either way."""
