@@ -26,8 +26,9 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   tokens. On the Intel Xeon a one-token step as fast as nn.Linear's, and v(4) 1.13 where
   "transposed" read 1.34 (figures/lookup_ceiling_rows.md and lookup_ceiling_intel.md): the
   memory-bound curve a verification call should have. On an AMD EPYC the fastest one-token step
-  of all, greedy decoding 1.25x faster than "packed" (figures/kernel_baseline_amd.md), and a
-  prompt's products 2.6-3 times faster than MKL's (150 tokens: 65.5 ms against 171-193, by hand).
+  of the kernels timed by hand, greedy decoding 1.25x faster than "packed"
+  (figures/kernel_baseline_amd.md), and a prompt's products 2.6-3 times faster than MKL's (150
+  tokens: 65.5 ms against 171-193, by hand).
   It needs a C++ compiler and ninja (row_kernel.py).
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
