@@ -110,3 +110,75 @@ def test_the_loop_on_a_llama_through_rows_equals_greedy_decoding():
         through_mkl = model(x)
     assert all(m._packed_from[2] == "transposed" for m in layers)  # MKL's, here
     assert (through_rows - through_mkl).abs().max() < 1e-3  # one model, through either kernel
+
+
+def coded(n_out, n_in, bits, g):
+    """A weight as SmolLM2's file makes one: per 32 inputs, fp16 d (and m), w = d c + m with 4-bit
+    codes spanning 0..15 (Q4_1), or w = d c with 8-bit codes reaching +-127 (Q8_0)."""
+    blocks = (n_out, n_in // 32, 1)
+    d = (torch.rand(blocks, generator=g) * 0.01 + 1e-4).half().float()
+    if bits == 4:
+        c = torch.randint(0, 16, (n_out, n_in // 32, 32), generator=g).float()
+        c[..., 0], c[..., 1] = 0, 15  # the quantizer's minimum and maximum
+        m = (torch.randn(blocks, generator=g) * 0.05).half().float()
+        return (c * d + m).reshape(n_out, n_in)
+    c = torch.randint(-127, 128, (n_out, n_in // 32, 32), generator=g).float()
+    c[..., 5] = 127 * torch.where(torch.rand(blocks[:2], generator=g) < 0.5, 1, -1)
+    return (c * d).reshape(n_out, n_in)
+
+
+def test_codes_give_the_slabs_bits_in_fewer_bytes():
+    """compact finds the codes a Q4_1 or Q8_0 weight came from, and the product from them equals
+    the float32 slabs' bit for bit (the same weights, summed in the same order), for any number
+    of rows and of threads; it stores 4-bit codes in 0.75 bytes a weight (d, m included)."""
+    g = torch.Generator().manual_seed(4)
+    before = torch.get_num_threads()
+    try:
+        for bits, n_out, n_in in [(4, 576, 96), (4, 192, 576), (8, 576, 96), (8, 128, 64)]:
+            w = coded(n_out, n_in, bits, g)
+            codes, d, m = row_kernel.compact(w)
+            assert codes.dtype == (torch.uint8 if bits == 4 else torch.int8)
+            assert codes.numel() == n_out * n_in * bits // 8 and d.numel() == n_out * n_in // 32
+            assert m.numel() == (d.numel() if bits == 4 else 0)
+            dense = row_kernel.pack(w)
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)
+                for rows in (1, 2, 5, 7, 13, 19, 40):  # 19, 40: rebuilt once as float32
+                    x = torch.randn(rows, n_in, generator=g)
+                    want = row_kernel.product(x, dense)
+                    assert torch.equal(row_kernel.product(x, (codes, d, m)), want)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_compact_refuses_what_its_codes_would_change():
+    """Random float32 weights, a coded one with one bit flipped, and shapes off the slabs: None
+    (Linear then multiplies by the float32 slabs), never an approximation."""
+    g = torch.Generator().manual_seed(5)
+    assert row_kernel.compact(torch.randn(64, 32, generator=g)) is None
+    for bits in (4, 8):
+        w = coded(64, 64, bits, g)
+        assert row_kernel.compact(w) is not None
+        w.view(torch.int32)[3, 7] ^= 1  # one weight off by one unit in its last place
+        assert row_kernel.compact(w) is None
+    assert row_kernel.compact(coded(64, 64, 4, g)[:, :48]) is None  # inputs not blocks of 32
+    assert row_kernel.compact(coded(128, 64, 4, g)[:100]) is None  # outputs not slabs of 64
+
+
+def test_linear_under_compact_equals_rows_bit_for_bit():
+    """kernel("compact") multiplies a coded W from its codes and any other W from the slabs of
+    "rows": the same bits as "rows" either way."""
+    g = torch.Generator().manual_seed(6)
+    for weight, stored in [(coded(128, 64, 4, g), tuple), (torch.randn(128, 64, generator=g),
+                                                           torch.Tensor)]:
+        layer = linear.Linear(64, 128)
+        with torch.no_grad():
+            layer.weight.copy_(weight)
+        x = torch.randn(1, 9, 64, generator=g)
+        with torch.inference_mode():
+            with linear.kernel("rows"):
+                want = layer(x)
+            with linear.kernel("compact"):
+                got = layer(x)
+        assert isinstance(layer._packed, stored) and layer._packed_from[2] == "compact"
+        assert torch.equal(got, want)

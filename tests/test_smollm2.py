@@ -200,6 +200,35 @@ def test_the_kernel_baseline_times_every_kernel_named(smol, prompts, script):
     assert all(t > 0 for greedy, lookup, _ in out.values() for t in (greedy, lookup))
 
 
+def test_compact_reads_the_files_codes_and_gives_the_rows_kernels_bits(smol, prompts):
+    """kernel("compact") finds every product's weights as the file stored them (4-bit codes for
+    the 210 layer matrices, 8-bit for the tied embedding) and gives the logits of "rows" bit for
+    bit, so greedy decoding and the loop through it write the same tokens."""
+    from minispec.bridge import linear, row_kernel
+    try:
+        row_kernel.extension()
+    except RuntimeError as error:
+        if os.environ.get("MINISPEC_REQUIRE_REAL"):
+            raise
+        pytest.skip(f"the rows kernel does not build here: {error}"[:300])
+    model, _ = smol
+    x = torch.tensor([prompts[0]])
+    with torch.inference_mode():
+        with linear.kernel("rows"):
+            want = model(x)
+            greedy = ms.generate(model, prompts[0], 24).tokens
+        with linear.kernel("compact"):
+            got = model(x)
+            layers = [m for m in model.modules() if isinstance(m, linear.Linear)]
+            bits = sorted({m._packed[0].dtype for m in layers}, key=str)
+            lookup = ms.speculative_generate(model, ms.load_drafter("lookup", model), prompts[0],
+                                             24, gamma=4).tokens
+    assert len(layers) == 211 and all(isinstance(m._packed, tuple) for m in layers)
+    assert bits == [torch.int8, torch.uint8]  # the embedding's 8-bit codes, the layers' 4-bit
+    assert torch.equal(got, want)
+    assert lookup == greedy
+
+
 class FixedQ(ms.Drafter):
     """Draws one token from a fixed q (uniform over a few ids): a draft far from p, so that both
     the acceptance min(1, p/q) and the residual norm(max(0, p - q)) are exercised."""

@@ -30,6 +30,15 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   (figures/kernel_baseline_amd.md), and a prompt's products 2.6-3 times faster than MKL's (150
   tokens: 65.5 ms against 171-193, by hand).
   It needs a C++ compiler and ninja (row_kernel.py).
+- "compact": the rows kernel reading W as SmolLM2's file stores it, 4-bit codes with a scale and
+  a minimum per 32 weights (the embedding's: 8-bit codes and a scale), each weight rebuilt exactly
+  in registers: the same bits as "rows" from 0.75 bytes a weight instead of 4 (row_kernel.py's
+  `compact` checks every weight first, and keeps "rows"' float32 slabs for any W its codes would
+  change). On a second Intel Xeon (family 6, model 167) greedy decoding ran 2.18x faster than
+  "packed" and 1.77x faster than "rows" at the copy median (figures/kernel_baseline_compact.md);
+  there the products of a one-token step took 8.2 ms against 23.8 through "rows" (by hand), so
+  the rest of a forward (attention, norms, Python: about 11 ms) is now the larger part, and it
+  grows with the tokens: v(4) 1.18-1.20 where "rows" read 1.07-1.13.
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
@@ -47,7 +56,7 @@ import torch.nn as nn
 
 from . import row_kernel
 
-KERNELS = ("packed", "columns", "torch", "mixed", "transposed", "rows")
+KERNELS = ("packed", "columns", "torch", "mixed", "transposed", "rows", "compact")
 _kernel = "packed"  # what every Linear computes now (see `kernel`)
 _packing_works = None  # None: not tried yet; then whether oneDNN packed and multiplied here
 
@@ -72,7 +81,7 @@ def torch_product(x, weight):
     multiple of 64), the others but "columns" off the CPU."""
     if _kernel == "torch" or (_kernel == "mixed" and x.numel() == x.shape[-1]):
         return True
-    if _kernel == "rows":
+    if _kernel in ("rows", "compact"):
         return not row_kernel.fits(x.reshape(-1, x.shape[-1]), weight)
     return _kernel != "columns" and x.device.type != "cpu"
 
@@ -82,6 +91,8 @@ def pack(w, how):
     row-major ("transposed") or slabs of 64 outputs, (out / 64, in, 64) ("rows")."""
     if how == "rows":
         return row_kernel.pack(w)
+    if how == "compact":  # its codes where they give W to the bit, else the slabs of "rows"
+        return row_kernel.compact(w) or row_kernel.pack(w)
     if how == "transposed":
         return w.t().contiguous()
     return torch.ops.mkldnn._reorder_linear_weight(w, None)
@@ -105,7 +116,7 @@ class Linear(nn.Linear):
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
         packed = self.packed_weight(x) if _kernel != "columns" else None
-        if packed is not None and _kernel in ("transposed", "rows"):  # W^T row-major; W's slabs
+        if packed is not None and _kernel in ("transposed", "rows", "compact"):  # W^T; slabs
             y = rows @ packed if _kernel == "transposed" else row_kernel.product(rows, packed)
         elif packed is not None:
             y = torch.ops.mkldnn._linear_pointwise(rows, packed, None, "none", [], "")
@@ -122,7 +133,7 @@ class Linear(nn.Linear):
         version counter) or through W.data (a counter of its own); write under no_grad instead."""
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        how = _kernel if _kernel in ("transposed", "rows") else "packed"  # W's layout
+        how = _kernel if _kernel in ("transposed", "rows", "compact") else "packed"  # layout
         if grad or w.device.type != "cpu" or w.dtype != x.dtype:
             return None
         if how == "packed" and not (w.dtype == torch.float32 and packing_works()):
@@ -153,8 +164,9 @@ def kernel(name):
     """Inside `with kernel(name):` every Linear computes its product with kernel `name`: "packed"
     (the default), "columns", "torch" (nn.Linear's own forward, a gemv for one token), "mixed"
     (nn.Linear's for one token, packed for more), "transposed" (x @ W^T, W^T stored: the fastest
-    one-token step on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py)
-    or "rows" (row_kernel.py's compiled product), to time kernels on one model."""
+    one-token step on the Intel Xeon of figures/real_model_intel.md, benchmarks/kernel_baseline.py),
+    "rows" (row_kernel.py's compiled product) or "compact" (the same from the file's 4-bit codes),
+    to time kernels on one model."""
     global _kernel
     if name not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
