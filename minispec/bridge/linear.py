@@ -32,13 +32,15 @@ a 2-core CPU, 2 threads, across runs (figures/real_model.md, figures/lookup_ceil
   It needs a C++ compiler and ninja (row_kernel.py).
 - "compact": the rows kernel reading W as SmolLM2's file stores it, 4-bit codes with a scale and
   a minimum per 32 weights (the embedding's: 8-bit codes and a scale), each weight rebuilt exactly
-  in registers: the same bits as "rows" from 0.75 bytes a weight instead of 4 (row_kernel.py's
+  in registers: the same bits as "rows" from 0.75 bytes a weight (the embedding's 1.125) instead
+  of 4 (row_kernel.py's
   `compact` checks every weight first, and keeps "rows"' float32 slabs for any W its codes would
   change). On a second Intel Xeon (family 6, model 167) greedy decoding ran 2.18x faster than
-  "packed" and 1.77x faster than "rows" at the copy median (figures/kernel_baseline_compact.md);
-  there the products of a one-token step took 8.2 ms against 23.8 through "rows" (by hand), so
-  the rest of a forward (attention, norms, Python: about 11 ms) is now the larger part, and it
-  grows with the tokens: v(4) 1.18-1.20 where "rows" read 1.07-1.13.
+  "packed" and 1.77x faster than "rows" at the copy median (figures/kernel_baseline_compact.md,
+  the kernel's first version); there the products of a one-token step took 7.5-8.2 ms against 23.8
+  through "rows" (by hand), so the rest of a forward (attention, norms, Python: 8-12 ms) is now the
+  larger part, and it grows with the tokens: v(4) 1.16-1.20 (figures and by hand) where "rows"
+  read 1.11 (figures/real_model_intel2_rows.md; 1.07-1.13 by hand).
 Off the CPU the default is nn.Linear's own product (cuBLAS on a GPU): on one H200, SmolLM2's
 shape took 29.8-30.5 ms a one-token step with it and 30.8-52.4 ms with "columns", which also made
 one token dearer than 2 to 16 (figures/real_model_gpu.md, measured before this default; "columns"
