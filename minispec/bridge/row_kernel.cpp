@@ -16,14 +16,14 @@
 // call equals that row alone, bit for bit).
 //
 // "compact" reads the same weights from fewer bytes where they allow it exactly. SmolLM2's came
-// from 4-bit codes c with a scale d and a minimum m per block of 32 inputs (w = d c + m, llama.cpp's
-// Q4_1) and, for the embedding, 8-bit codes with a scale (w = d c, Q8_0). With 4 bits d is an fp16
-// value and c below 16, so d c is exact in float32, and one rounding, fused or not, gives the very
-// float the file's dequantizer gives; with 8 bits there is no m, and d c is that one rounding. So a slab streams 0.75 or 1.125 bytes a weight (d and m as
-// float32) instead of 4, each weight is rebuilt in registers (for a prompt's 19 rows or more, once
-// into a float32 copy of the slab that the passes share), and the sums run as above, in the same
-// order: the same bits out as the float32 slabs (row_kernel.py's `compact` checks every weight
-// before it uses the codes).
+// from 4-bit codes c with a scale d and a minimum m per block of 32 inputs (w = d c + m,
+// llama.cpp's Q4_1) and, for the embedding, 8-bit codes with a scale (w = d c, Q8_0). With 4 bits d
+// is an fp16 value and c below 16, so d c is exact in float32, and one rounding, fused or not,
+// gives the very float the file's dequantizer gives; with 8 bits there is no m, and d c is that one
+// rounding. So a slab streams 0.75 or 1.125 bytes a weight (d and m as float32) instead of 4, each
+// weight is rebuilt in registers (for a prompt's 19 rows or more, once into a float32 copy of the
+// slab that the passes share), and the sums run as above, in the same order: the same bits out as
+// the float32 slabs (row_kernel.py's `compact` checks every weight before it uses the codes).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <algorithm>
