@@ -16,7 +16,8 @@ import torch
 import minispec as ms
 from minispec.verify import typical_accept
 
-METHODS = ["draft", "draft_distilled", "lookup", "early_exit", "medusa", "hydra", "eagle"]
+METHODS = ["draft", "draft_distilled", "lookup", "priced", "early_exit", "medusa", "hydra",
+           "eagle"]
 PROMPTS = ([ms.encode("def fib(n):"), ms.encode("self.a = a\n        self.")]
            + ms.data.prompts(2, length=64))
 

@@ -125,15 +125,13 @@ def greedy(smol, prompts):
 
 
 @pytest.mark.parametrize("name", ["lookup", "tree", "lookahead", "copy_cursor", "lookup_tree",
-                                  "edit_lookup", "match_length"])
+                                  "edit_lookup", "match_length", "priced"])
 def test_greedy_speculative_equals_generate(smol, prompts, greedy, name):
     model, tok = smol
-    drafter = {"lookup": ms.load_drafter("lookup", model), "tree": LookupTree(),
-               "lookahead": Lookahead(model),
-               "copy_cursor": ms.load_drafter("copy_cursor", model),
-               "lookup_tree": ms.load_drafter("lookup_tree", model),
-               "edit_lookup": ms.load_drafter("edit_lookup", model),
-               "match_length": ms.load_drafter("match_length", model)}[name]
+    if name in ("tree", "lookahead"):
+        drafter = LookupTree() if name == "tree" else Lookahead(model)
+    else:  # "priced" measures SmolLM2's v(k) here
+        drafter = ms.load_drafter(name, model)
     for ids, ref in zip(prompts, greedy):
         res = ms.speculative_generate(model, drafter, ids, 24, gamma=8, eos_token=tok.eos)
         assert res.tokens == ref
@@ -198,6 +196,19 @@ def test_the_kernel_baseline_times_every_kernel_named(smol, prompts, script):
     assert out["packed"][2] == out["mixed"][2] == out["transposed"][2]
     assert len(out["packed"][2]) == 6
     assert all(t > 0 for greedy, lookup, _ in out.values() for t in (greedy, lookup))
+    priced = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1, ["packed"],
+                                             "edit lookup, priced")  # v(k) measured, untimed
+    assert priced["packed"][2] == out["packed"][2]
+
+
+def test_the_kernel_baseline_plot(script, tmp_path):
+    """--plot's figure from made-up costs: a PNG is written (matplotlib, no display)."""
+    kb = script("kernel_baseline")
+    profiles = {"packed": {k: 0.04 * (1 + 0.02 * k) for k in kb.KS},
+                "compact": {k: 0.015 * (1 + 0.15 * k) for k in kb.KS}}
+    kb.plot(tmp_path / "k.png", ["packed", "compact"], "lookup", profiles,
+            {"packed": (0.04, 0.03), "compact": (0.016, 0.014)})
+    assert (tmp_path / "k.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_compact_reads_the_files_codes_and_gives_the_rows_kernels_bits(smol, prompts):

@@ -16,12 +16,13 @@ from .layer_skip import LayerSkipDrafter
 from .learned_stop import LearnedStopDrafter
 from .lookup_tree import LookupTreeDrafter
 from .match_length import MatchLengthDrafter
+from .priced import PricedDrafter
 from .streaming import StreamingDrafter
 
 KINDS = {"draft": ModelDrafter, "draft_distilled": ModelDrafter, "draft_onpolicy": ModelDrafter,
          "lookup": PromptLookupDrafter, "copy_cursor": CopyCursorDrafter,
          "lookup_tree": LookupTreeDrafter, "edit_lookup": EditLookupDrafter,
-         "match_length": MatchLengthDrafter,
+         "match_length": MatchLengthDrafter, "priced": PricedDrafter,
          "early_exit": EarlyExitDrafter, "medusa": HeadDrafter, "hydra": HeadDrafter,
          "eagle": EagleDrafter, "beam": BeamDrafter, "layer_skip": LayerSkipDrafter,
          "learned_stop": LearnedStopDrafter, "streaming": StreamingDrafter}
@@ -56,17 +57,19 @@ def load_drafter(name, target, **options):
     (LookupTreeDrafter: the continuations of several earlier occurrences as one tree);
     "edit_lookup" (EditLookupDrafter: lookup that drafts the answer's earlier edits);
     "match_length" (MatchLengthDrafter: lookup, or the drafter given, drafting the loop's gamma
-    tokens after a long match, `short` after a short one, `single` after one); "early_exit"
-    (EarlyExitDrafter, default k=2, the exit the shipped target was trained for; SmolLM2 was
-    trained for none: its exit at layer 22 of 30 agrees with its top-1 token on 23% of tokens,
-    figures/layer_skip_smollm2.md); "medusa", "hydra" (HeadDrafter on the shipped heads, each
-    with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees given
-    branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
+    tokens after a long match, `short` after a short one, `single` after one); "priced"
+    (PricedDrafter: the edit lookup, or the drafter given, drafting the length the speedup formula
+    prices best after its match, on v(k) measured now on target unless costs are given);
+    "early_exit" (EarlyExitDrafter, default k=2, the exit the shipped target was trained for;
+    SmolLM2 was trained for none: its exit at layer 22 of 30 agrees with its top-1 token on 23% of
+    tokens, figures/layer_skip_smollm2.md); "medusa", "hydra" (HeadDrafter on the shipped heads,
+    each with its default static tree); "eagle" (EagleDrafter: a chain, or EAGLE-2 dynamic trees
+    given branching and width; on SmolLM2-135M, EagleLlamaDrafter: EAGLE-3's head, chains); "beam"
     (BeamDrafter: the draft's beam search, width and depth, as a tree of guesses); "layer_skip"
-    (LayerSkipDrafter: middle blocks skipped, the set given as
-    skip or searched on each prompt); "learned_stop" (LearnedStopDrafter: the draft's chain ended
-    by SpecDec++'s learned stop, option threshold); "streaming" (StreamingDrafter: the target
-    drafting with attention sinks and a recent window of its cache, options sinks, window).
+    (LayerSkipDrafter: middle blocks skipped, the set given as skip or searched on each prompt);
+    "learned_stop" (LearnedStopDrafter: the draft's chain ended by SpecDec++'s learned stop, option
+    threshold); "streaming" (StreamingDrafter: the target drafting with attention sinks and a recent
+    window of its cache, options sinks, window).
     Example: load_drafter("hydra", target)
     """
     if not isinstance(name, str) or name not in KINDS:  # a model: load_drafter(name, target)
@@ -76,7 +79,8 @@ def load_drafter(name, target, **options):
         raise ValueError(f"target must be a model (a GPT, or the Llama of smollm2.load()), got "
                          f"{type(target).__name__}")
     kind = KINDS[name]
-    model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup", "match_length")
+    model_free = name in ("lookup", "copy_cursor", "lookup_tree", "edit_lookup", "match_length",
+                          "priced")
     if not model_free and name not in ("early_exit", "layer_skip", "streaming", "eagle") \
             and not isinstance(target, GPT):
         raise ValueError(f"the shipped {name!r} was trained for minispec's byte-level GPT target; "
@@ -86,6 +90,9 @@ def load_drafter(name, target, **options):
         if option not in takes:
             raise ValueError(f"load_drafter({name!r}, ...): {kind.__name__} takes no option "
                              f"{option!r}; its options are {takes}")
+    if name == "priced":  # the cost profile measured now, under the kernel in use
+        drafter = kind(**options)
+        return as_drafter(drafter if drafter.v is not None else drafter.price(target), target)
     if model_free:
         return as_drafter(kind(**options), target)
     if name == "early_exit":
