@@ -131,6 +131,7 @@ def main():
                         if k != names[0])
     m = args.method
     flag = f' --method "{m}"' if m != "lookup" else ""
+    flag += f" --plot {args.plot}" if args.plot else ""
     g = policy_for(m, args.gamma)
     g = f"at most {g}, set by its match" if ", match length" in m else g
     lines = [

@@ -15,7 +15,7 @@ from minispec.methods import PricedDrafter
 from minispec.methods.priced import match_length
 from minispec.tree import Tree
 
-STEEP = [1.0, 1.16, 1.27, 1.33, 1.50, 1.64, 1.82, 2.0, 2.2]  # SmolLM2 through "compact", by hand
+STEEP = [1.0, 1.16, 1.27, 1.33, 1.50, 1.64, 1.82, 2.0, 2.2]  # SmolLM2, compact, by hand, filled
 FLAT = [1.0] * 9
 
 

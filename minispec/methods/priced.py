@@ -3,7 +3,8 @@
 Leviathan et al. (2023, section 3) price a round. If each drafted token is kept with probability
 alpha, independently, k drafted tokens yield E[tokens] = 1 + alpha + ... + alpha^k, and the round
 costs v(k + 1) one-token steps: c = 0, since lookup runs no model. MatchLengthDrafter fixes its
-lengths for one cost profile: 8 after a match of 6 tokens, 3 after a shorter one. But v(k) belongs
+lengths for one cost profile: the loop's gamma (8 in the benchmarks) after a match of 6 tokens or
+more, 3 after a shorter one. But v(k) belongs
 to the kernel and the CPU as much as to the model. On one AMD EPYC, SmolLM2's v(4) read 1.00
 through "packed", 1.14 through "rows" and 1.39 through "compact" (figures/kernel_baseline_zen4.md):
 there 3 guesses that are rarely kept cost 0.39 of a step a round.
@@ -15,25 +16,25 @@ probability alpha at match n + i - 1 (counted up to `cap`), and
 
     E[tokens] = 1 + a_n + a_n a_(n+1) + ... + a_n a_(n+1) ... a_(n+k-1),   a_m = alpha_min(m, cap),
 
-the formula above with alpha varying along the draft. The drafter drafts the k in 0..gamma with
-the highest E[tokens] / v(k + 1); k = 0 is a round of plain decoding, so where guesses do not pay
-(free writing through a fast kernel) it stops guessing. Each alpha_m starts from a Beta(a, b) prior
-and learns from the call's own rounds: every kept token was tried and kept at its match length, the
+the formula above with alpha varying along the draft. The drafter drafts the k in 0..gamma with the
+highest E[tokens] / v(k + 1); k = 0 is a round of plain decoding, so where guesses do not pay (free
+writing through a fast kernel) it can stop guessing. Each alpha_m starts from a Beta(a, b) prior and
+learns from the call's own rounds: every kept token was tried and kept at its match length, the
 first rejected one tried there and lost,
 
     alpha_m = (a + tokens kept at m) / (a + b + tokens tried at m).
 
 v comes from `costs`: seconds (or steps) of one forward over 1, 2, ... tokens (a draft is never
 longer than the list prices: gamma + 1 of them cover the loop's gamma). Without it, `price(target)`
-measures them (as kit.costs.step_costs does, after a 256-token context, or less where the model's
-block is smaller); the loop calls it at the first reset if nobody has. Measure under the kernel
-that will decode (bridge.linear.kernel).
+measures them (as kit.costs.step_costs(model, ks, context=256) would, after a 256-token context, or
+less where the model's block is smaller); the loop calls it at the first reset if nobody has.
+Measure under the kernel that will decode (bridge.linear.kernel).
 
 Measured against MatchLengthDrafter through "compact" on that CPU, in one run
-(figures/real_model_zen4_compact.md): 1.31x at the copy median against the rule's 1.36x (lower on
-the long copies, where the rule drafts 8 at once and this drafter learns to), 0.96-1.06x on free
-writing against 0.94-1.04x. The formula does not beat a rule tuned on these prompts; it needs no
-tuning, and it follows the machine.
+(figures/real_model_zen4_compact.md): 1.31x at the copy median against the rule's 1.36x (beyond the
+noise only on the spelling prompt, where the rule drafts 8 from its first long match and this
+drafter starts near 3), 0.96-1.06x on free writing against 0.94-1.04x. The formula does not beat a
+rule tuned on these prompts; it needs no tuning, and it follows the machine.
 
 Lossless at any temperature: the guesses are the inner drafter's (deterministic, no q), and k
 depends only on the past rounds, so verification keeps exactly the tokens the target would write.
