@@ -196,9 +196,9 @@ def test_the_kernel_baseline_times_every_kernel_named(smol, prompts, script):
     assert out["packed"][2] == out["mixed"][2] == out["transposed"][2]
     assert len(out["packed"][2]) == 6
     assert all(t > 0 for greedy, lookup, _ in out.values() for t in (greedy, lookup))
-    priced = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1, ["packed"],
-                                             "edit lookup, priced")  # v(k) measured, untimed
-    assert priced["packed"][2] == out["packed"][2]
+    other = script("kernel_baseline").times(model, prompts[0], 6, None, 3, 1, ["packed"],
+                                            "edit lookup, match length")  # --method
+    assert other["packed"][2] == out["packed"][2]
 
 
 def test_the_kernel_baseline_plot(script, tmp_path):
