@@ -108,8 +108,8 @@ def test_bad_input_is_named(random_gpt):
 def test_load_drafter_measures_the_profile(random_gpt):
     """By name, on a model whose block (64) is shorter than the usual 256-token context."""
     m = random_gpt(vocab_size=16, n_layer=1, n_head=2, n_embd=16, block_size=64)
-    drafter = ms.load_drafter("priced", m)
-    assert len(drafter.v) == 9 and drafter.v[0] == 1.0 and all(v > 0 for v in drafter.v)
+    drafter = ms.load_drafter("priced", m)  # 256 + 9 tokens would not fit: a ValueError before
+    assert len(drafter.v) == 9 and all(0 < v < float("inf") for v in drafter.v)
     assert ms.load_drafter("priced", m, costs=STEEP).v == pytest.approx(STEEP)
     assert len(PricedDrafter().price(m, max_gamma=3).v) == 4
 
