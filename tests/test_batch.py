@@ -209,15 +209,15 @@ def test_negative_controls_are_caught(shipped_pair, batch_prompts, alone, monkey
 @pytest.mark.parametrize("bug", [phantom_keys, uniform_positions])
 def test_negative_controls_change_the_exact_law(tiny_pair, exact_law, target_law, monkeypatch, bug):
     """At temperature 1 too: under either bug the batch's exact joint law is no longer the product
-    of the target's per-row laws (the lossless version of this check:
-    test_batched_rows_lossless_exactly)."""
+    of the target's per-row laws. The same run without the bug is test_batched_rows_lossless_exactly
+    ["chain"] (same pair, prompts, M and gamma): equal to the product within 1e-12, so the gap here
+    is the bug's (enumerating it again here cost 7 s of CI a bug)."""
     target, draft = (copy.deepcopy(m).double() for m in tiny_pair)
     reference = joint_law(target_law, target, PROMPTS, M)
 
     def run():
         return ms.speculative_generate(target, draft, PROMPTS, M, gamma=2, temperature=1.0)
 
-    assert float((batch_law(exact_law, run, 3) - reference).abs().max()) < 1e-12  # bug-free
     bug(monkeypatch)
     law = batch_law(exact_law, run, target.config.vocab_size)
     assert float((law - reference).abs().max()) > 1e-6  # lossless: < 1e-12; the bugs: 1e-4 and more
