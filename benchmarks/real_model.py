@@ -18,7 +18,8 @@ and alternating (the best of --repeats runs a side, minispec.kit.timing):
              one tree of at most 8 nodes, methods/lookup_tree.py; also at temperature 1), with
              the edit lookup (lookup that drafts the answer's earlier edits of the copied text,
              methods/edit_lookup.py; its draft length set by its match, methods/match_length.py,
-             or priced on v(k) measured before the prompt's decodes, methods/priced.py), and with
+             or priced on v(k) measured before the prompt's decodes, methods/priced.py; prompt
+             lookup priced the same way: "lookup, priced"), and with
              lookahead (a window of LOOKAHEAD_WINDOW = 2
              guesses, so that pooled n-grams keep at least one of gamma 3's nodes: at its
              default window of 4 the window took all 3, and the row was Jacobi decoding)
@@ -93,7 +94,7 @@ SHARED = PROSE_EDITS[-1]  # greedy, its answer is the quote's (the 135M model ig
 
 METHODS = ["lookup", "lookup, 2-3-grams", "lookup, 2-3-grams, +2/-1", "lookahead", "copy cursor",
            "lookup tree", "edit lookup", "lookup, match length", "edit lookup, match length",
-           "edit lookup, match length, single 1", "edit lookup, priced"]
+           "edit lookup, match length, single 1", "edit lookup, priced", "lookup, priced"]
 RUNS = ([(0.0, m) for m in METHODS]
         + [(1.0, METHODS[1]), (1.0, "copy cursor"), (1.0, "lookup tree")])  # timed pairs
 LOOKAHEAD_WINDOW = 2  # of gamma 3's nodes: a window of 3 would leave the pooled n-grams none
@@ -104,10 +105,12 @@ LONG = 8  # the match-length methods' gamma after a match of 6 tokens (3 after a
 def drafter_for(name, model):
     """Prompt lookup matching 1- to 3-grams (its default), 2- to 3-grams only, the copy cursor,
     the lookup tree, the edit lookup, either lookup with its draft length set by its match
-    (methods/match_length.py; ", single 1": 1 token after a one-token match), the edit lookup
-    with its draft length priced on v(k) measured now (methods/priced.py), or lookahead."""
+    (methods/match_length.py; ", single 1": 1 token after a one-token match) or priced on v(k)
+    measured now (methods/priced.py), or lookahead."""
     if name == "edit lookup, priced":
         return ms.load_drafter("priced", model)
+    if name == "lookup, priced":  # prompt lookup (1- to 3-grams) inside
+        return ms.load_drafter("priced", model, drafter=ms.PromptLookupDrafter())
     if ", match length" in name:
         inner = ms.load_drafter("edit_lookup" if name.startswith("edit") else "lookup", model)
         single = 1 if name.endswith("single 1") else None
@@ -128,7 +131,7 @@ def policy_for(name, gamma):
     tree's node budget, or LONG for the match-length methods (which draft 3 after a short match)."""
     if name == "lookup tree":
         return TREE_NODES
-    if ", match length" in name or name == "edit lookup, priced":
+    if ", match length" in name or name.endswith(", priced"):
         return LONG
     return ms.Heuristic(gamma) if "+2/-1" in name else gamma
 

@@ -278,19 +278,27 @@ def test_sampling_chi_square_on_the_first_token(smol, chi2_pvalue):
     assert chi2_pvalue(lossy, expected) < 1e-4
 
 
-@pytest.mark.parametrize("name,options", [("streaming", {"sinks": 4, "window": 64}),
-                                          ("layer_skip", {"skip": (12, 13)})])
-def test_self_drafting_at_long_context_equals_generate(smol, name, options):
-    """Issue 30's bar: the target drafting for itself (a sparse view of its cache; two middle
-    layers skipped) equals generate at T = 0 after a long unseen context: 900 tokens of held-out
-    code (textwrap.py, never a notebook's or a benchmark's long document), then a question."""
+@pytest.fixture(scope="module")
+def long_chat(smol):
+    """900 tokens of held-out code (textwrap.py, never a notebook's or a benchmark's long
+    document), then a question -> (ids, generate's 16 greedy tokens), shared by the drafters."""
     from minispec.kit.data import heldout_files
     model, tok = smol
     body = tok.decode(tok.encode(heldout_files()[5].decode())[1000:1900])
     ids = tok.chat([{"role": "user", "content": body + "\n\nWhat does this code do?"}])
+    return ids, ms.generate(model, ids, 16).tokens
+
+
+@pytest.mark.parametrize("name,options", [("streaming", {"sinks": 4, "window": 64}),
+                                          ("layer_skip", {"skip": (12, 13)})])
+def test_self_drafting_at_long_context_equals_generate(smol, long_chat, name, options):
+    """Issue 30's bar: the target drafting for itself (a sparse view of its cache; two middle
+    layers skipped) equals generate at T = 0 after a long unseen context (`long_chat`)."""
+    model, _ = smol
+    ids, greedy = long_chat
     assert len(ids) > 900
     res = ms.speculative_generate(model, ms.load_drafter(name, model, **options), ids, 16, gamma=4)
-    assert res.tokens == ms.generate(model, ids, 16).tokens
+    assert res.tokens == greedy
     assert 0 < res.stats.kept_fraction < 1  # drafts were kept, and not all (a window of 64)
 
 
