@@ -13,18 +13,26 @@ OPTIONS = {"find-links": ("UV_FIND_LINKS", ","), "index-url": ("UV_INDEX_URL", "
            "extra-index-url": ("UV_EXTRA_INDEX_URL", " "), "constraint": ("UV_CONSTRAINT", " "),
            "cert": ("SSL_CERT_FILE", " ")}
 
-listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                         text=True, check=True).stdout
-found = {}
-lines = listing.splitlines()  # e.g. global.find-links='/opt/wheels', :env:.find-links='...'
-for line in sorted(lines, key=lambda line: line.startswith(":env:")):  # the environment's last
-    key, _, value = line.partition("=")
-    option = key.rsplit(".", 1)[-1]
-    if option in OPTIONS:
-        found[option] = value.strip().strip("'\"").split()
-for option, values in found.items():
-    name, sep = OPTIONS[option]
-    print(f"export {name}={shlex.quote(sep.join(values))}")
-print("export UV_INDEX_STRATEGY=unsafe-best-match")  # pip's way: the best match over every index
-print("export UV_COMPILE_BYTECODE=1")  # as pip does: else each first import compiles, in the tests
-print("export UV_LINK_MODE=copy")  # no warning where uv's cache lies on another file system
+
+def exports(listing):
+    """`pip config list`'s lines, e.g. global.find-links='/opt/wheels' or :env:.find-links='...'
+    -> the `export` lines for uv; the environment's values win over the files'."""
+    found = {}
+    for line in sorted(listing.splitlines(), key=lambda line: line.startswith(":env:")):
+        key, _, value = line.partition("=")
+        option = key.rsplit(".", 1)[-1]
+        if option in OPTIONS:
+            found[option] = value.strip().strip("'\"").split()
+    lines = []
+    for option, values in found.items():
+        name, sep = OPTIONS[option]
+        lines.append(f"export {name}={shlex.quote(sep.join(values))}")
+    return lines + ["export UV_INDEX_STRATEGY=unsafe-best-match",  # pip's: best over every index
+                    "export UV_COMPILE_BYTECODE=1",  # as pip: else each first import compiles
+                    "export UV_LINK_MODE=copy"]  # no warning where uv's cache is on another disk
+
+
+if __name__ == "__main__":
+    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                             text=True, check=True).stdout
+    print("\n".join(exports(listing)))
