@@ -114,6 +114,25 @@ def test_load_drafter_measures_the_profile(random_gpt):
     assert len(PricedDrafter().price(m, max_gamma=3).v) == 4
 
 
+def test_price_reads_the_kits_cost_profile(random_gpt, monkeypatch):
+    """price() times through costs.step_costs, the kit's cost profile (one loop, not a copy of it):
+    k = 1..max_gamma + 1 after 256 tokens (64 - 4 on a 64-token block), divided by t(1)."""
+    from minispec.kit import timing
+    from minispec.methods import priced
+    assert priced.step_costs is timing.step_costs
+    asked = []
+
+    def fake(model, ks, context, reps, warmup):
+        asked.append((list(ks), context, reps, warmup))
+        return {k: 0.01 * k * k for k in ks}
+    monkeypatch.setattr(priced, "step_costs", fake)
+    m = random_gpt(vocab_size=16, n_layer=1, n_head=2, n_embd=16, block_size=64)
+    assert PricedDrafter().price(m, max_gamma=3, reps=7).v == pytest.approx([1, 4, 9, 16])
+    big = random_gpt(vocab_size=16, n_layer=1, n_head=2, n_embd=16, block_size=512)
+    PricedDrafter().price(big, max_gamma=2)
+    assert asked == [([1, 2, 3, 4], 60, 7, 1), ([1, 2, 3], 256, 10, 1)]
+
+
 def test_exact_law_with_lengths_zero_to_three(tiny_pair, exact_law, dense, target_law):
     """Temperature 1, 4 new tokens over a 3-token vocabulary, every draw enumerated in float64: the
     target's law, with rounds that drafted 0 (where 1 more token was allowed: priced, not cut by

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..drafters import as_drafter
 from ..sampling import real, whole
 from ..speculate import generate, speculative_generate
-from .costs import call_costs, step_cost, step_costs  # noqa: F401 (the cost profile)
+from ..methods.costs import call_costs, step_cost, step_costs  # noqa: F401 (the cost profile)
 
 
 def timed(fn):

@@ -1,8 +1,8 @@
 """The methods beyond the core, one module each: the dependent drafters (survey section 2.1.2:
 early exit, Medusa / Hydra heads, EAGLE), Jacobi / lookahead decoding, lookup with a cursor, as
 a tree, with the answer's edits, with its draft length set by its match or priced by the cost
-profile, the fallback of two drafters, the registry of every shipped model and method
-(`load_model`, `load_drafter`), and Medusa's lossy rule."""
+profile (`costs`, which the kit re-exports), the fallback of two drafters, the registry of every
+shipped model and method (`load_model`, `load_drafter`), and Medusa's lossy rule."""
 from .beam import BeamDrafter
 from .copy_cursor import CopyCursorDrafter
 from .eagle import EagleDrafter, EagleHead, load_eagle

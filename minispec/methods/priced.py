@@ -26,8 +26,8 @@ first rejected one tried there and lost,
 
 v comes from `costs`: seconds (or steps) of one forward over 1, 2, ... tokens (a draft is never
 longer than the list prices: gamma + 1 of them cover the loop's gamma). Without it, `price(target)`
-measures them (as kit.costs.step_costs(model, ks, context=256) would, after a 256-token context, or
-less where the model's block is smaller); the loop calls it at the first reset if nobody has.
+measures them (costs.step_costs, after a 256-token context, or less where the model's block is
+smaller); the loop calls it at the first reset if nobody has.
 Measure under the kernel that will decode (bridge.linear.kernel).
 
 Measured against MatchLengthDrafter through "compact" on that CPU, in one run
@@ -41,14 +41,10 @@ depends only on the past rounds, so verification keeps exactly the tokens the ta
 Given `costs`, the drafts are deterministic too; measured costs vary from run to run, and so may
 the draft lengths: never the tokens at temperature 0, nor their law at any temperature.
 """
-import statistics
-import time
-
-import torch
-
 from ..drafters import Drafter
 from ..sampling import real, whole
 from .args import draft_args
+from .costs import step_costs
 from .edit_lookup import EditLookupDrafter
 
 
@@ -96,25 +92,14 @@ class PricedDrafter(Drafter):
             raise ValueError(f"every cost must be > 0 and finite, got {costs}")
         return [c / costs[0] for c in costs]
 
-    @torch.inference_mode()
     def price(self, target, max_gamma=8, reps=10):
         """Measure v(1..max_gamma + 1) on target, now (under the kernel in use) -> self: one forward
         over k new tokens after a 256-token context (less where the block is smaller), every k
-        timed in turn, the median of `reps` sweeps after one to warm up. kit.costs.step_costs
-        measures the same; the methods cannot import the kit, which imports the loops."""
+        timed in turn (costs.step_costs), the median of `reps` sweeps after one to warm up."""
         ks = range(1, whole(max_gamma, "max_gamma") + 2)
         context = max(1, min(256, target.config.block_size - len(ks)))
-        device = target.wte.weight.device
-        cache = target.new_cache()
-        target(torch.zeros(1, context, dtype=torch.long, device=device), cache)
-        times = {k: [] for k in ks}
-        for _ in range(whole(reps, "reps") + 1):
-            for k in ks:
-                start = time.perf_counter()
-                target(torch.zeros(1, k, dtype=torch.long, device=device), cache)[0, -1, 0].item()
-                times[k].append(time.perf_counter() - start)  # .item(): a GPU has finished
-                cache.crop(context)
-        self.v = self.steps([statistics.median(times[k][1:]) for k in ks])
+        seconds = step_costs(target, ks, context, whole(reps, "reps"), warmup=1)
+        self.v = self.steps([seconds[k] for k in ks])
         return self
 
     @property
