@@ -105,4 +105,5 @@ class EarlyExitDrafter(Drafter):
         return h[0], self.model.lm_head(h[0])
 
     def accept(self, context, tree, path, hidden, logits):
-        self.shallow = self.deep = len(context) + len(path)  # the loop kept the cache to there
+        self.seen = list(context) + [tree.tokens[i] for i in path]  # another drafter's round too
+        self.shallow = self.deep = len(self.seen)  # the loop kept the cache to there

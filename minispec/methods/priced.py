@@ -79,7 +79,7 @@ class PricedDrafter(Drafter):
         self.prior = tuple(float(x) for x in prior)
         self.v = None if costs is None else self.steps(costs)
         self.vocab_size = self.drafter.vocab_size
-        self.reset()
+        self.forget()  # not reset(): an inner drafter tied to its target waits for the loop's
 
     @staticmethod
     def steps(costs):
@@ -97,6 +97,10 @@ class PricedDrafter(Drafter):
         over k new tokens after a 256-token context (less where the block is smaller), every k
         timed in turn (costs.step_costs), the median of `reps` sweeps after one to warm up."""
         ks = range(1, whole(max_gamma, "max_gamma") + 2)
+        if target.config.block_size <= len(ks):
+            raise ValueError(f"price times forwards over 1..{len(ks)} tokens after a context: "
+                             f"block_size={target.config.block_size} is too short for max_gamma="
+                             f"{max_gamma}; pass a smaller max_gamma, or costs=[...]")
         context = max(1, min(256, target.config.block_size - len(ks)))
         seconds = step_costs(target, ks, context, whole(reps, "reps"), warmup=1)
         self.v = self.steps([seconds[k] for k in ks])
@@ -109,10 +113,15 @@ class PricedDrafter(Drafter):
     def reset(self, target=None, cache=None):
         if self.v is None and target is not None:
             self.price(target)
+        self.forget()
+        self.drafter.reset(target, cache)
+
+    def forget(self):
+        """A new prompt: no rounds counted, no draft of this drafter's own pending."""
         self.kept = [0] * (self.cap + 1)  # per match length m: tokens kept, tokens tried
         self.tried = [0] * (self.cap + 1)
         self.n = 0
-        self.drafter.reset(target, cache)
+        self.mine = None  # this round's draft, if this drafter drafted it (FallbackDrafter)
 
     def alpha(self, m):
         """alpha_m = (a + kept) / (a + b + tried) at match length m (cap: cap or more)."""
@@ -137,15 +146,20 @@ class PricedDrafter(Drafter):
         context, gamma = draft_args(context, gamma)  # depth: the inner drafter's, checked alike
         self.n = match_length(context, self.cap)
         k = self.length(self.n, gamma)
-        return self.drafter.draft(context, k, temperature, top_k, top_p, generator, depth)
+        tree = self.drafter.draft(context, k, temperature, top_k, top_p, generator, depth)
+        self.mine = tree.tokens
+        return tree
 
     def score(self, target, cache, context, tree):  # the inner one's: early exit reuses its work
         return self.drafter.score(target, cache, context, tree)
 
     def accept(self, context, tree, path, hidden, logits):
+        mine, self.mine = self.mine, None  # this round's only: a later round may be another's
+        self.drafter.accept(context, tree, path, hidden, logits)
+        if tree.tokens != mine:
+            return  # another drafter's round (a FallbackDrafter's): not tries of this one's copy
         kept = len(path)
         for i in range(kept + (kept < len(tree.tokens))):  # the kept ones, the first rejected
             m = min(self.n + i, self.cap)
             self.tried[m] += 1
             self.kept[m] += i < kept
-        self.drafter.accept(context, tree, path, hidden, logits)
