@@ -3,7 +3,10 @@ Each test below failed on the code before its fix: PricedDrafter could not wrap 
 its target (a ValueError telling the user to pass a target they never passed), counted another
 drafter's rounds as tries of its own copy, and named no block size when it could not price; early
 exit and layer skipping, after rounds another drafter drafted, ran the whole target again over
-every token since their own last round (the tokens stayed exact; the work doubled)."""
+every token since their own last round (the tokens stayed exact; the work doubled). A second
+review: the batched loop decoded a drafter subclass with its own accept as a plain one (its
+accept never ran), exact_law took random.choice and numpy's draws as certain, pearson made a
+cell that expects nothing nan, and feed let a cache of another dtype through to SDPA."""
 import copy
 
 import pytest
@@ -82,3 +85,61 @@ def test_price_names_a_block_too_short_for_its_calls():
     with pytest.raises(ValueError, match="block_size=8 is too short for max_gamma=8"):
         PricedDrafter().price(short)
     assert len(PricedDrafter().price(short, max_gamma=6).v) == 7  # 1..7 after one token: fits
+
+
+# --- the second review: the batched loop, the kit's checks, feed ---------------------------------
+
+def test_a_batch_refuses_a_drafter_subclass_with_its_own_round(target):
+    """RoundLogger (kit.training) overrides only accept: given a list of prompts, the batched loop
+    used to decode it as a plain ModelDrafter, and its accept never ran (nothing logged)."""
+    from minispec.kit.training import RoundLogger
+    rows = []
+    prompts = [ms.encode("def f("), ms.encode("x = ")]
+    ms.speculative_generate(target, RoundLogger(ms.load_model("draft"), 0.0, rows), prompts[0], 8)
+    assert rows  # one prompt: logged
+    with pytest.raises(ValueError, match="RoundLogger drafts one prompt at a time"):
+        ms.speculative_generate(target, RoundLogger(ms.load_model("draft"), 0.0, []), prompts, 8)
+    assert len(ms.speculative_generate(target, ms.load_model("draft"), prompts, 8)) == 2  # plain
+
+
+def test_exact_law_refuses_the_everyday_draws_it_cannot_enumerate():
+    """random.choice, numpy's choice, torch.normal...: each gave one outcome at probability 1."""
+    import random
+
+    import numpy
+    from minispec.kit import checks
+    draws = [lambda: random.choice([0, 1]), lambda: random.randint(0, 1),
+             lambda: int(numpy.random.choice(2)), lambda: int(numpy.random.default_rng().random()),
+             lambda: int(torch.normal(0.0, 1.0, ()) > 0),
+             lambda: int(torch.poisson(torch.ones(()))),
+             lambda: int(torch.randint_like(torch.zeros(()), 2))]
+    for draw in draws:
+        with pytest.raises(NotImplementedError, match="exact_law: "):
+            checks.exact_law(draw)
+    p = torch.tensor([0.25, 0.75])  # torch's own keyword was a TypeError in the stand-in
+    assert checks.exact_law(lambda: int(torch.multinomial(p, num_samples=1))) == {0: 0.25, 1: 0.75}
+
+
+def test_pearson_leaves_out_a_cell_that_expects_nothing():
+    """A 0 / 0 cell made the statistic nan (every assert on it failed, either way)."""
+    from minispec.kit import checks
+    assert checks.pearson([5, 5, 0], [5, 5, 0]) == checks.pearson([5, 5], [5, 5]) == 1.0
+    assert checks.pearson([30, 20, 0], [25, 25, 0]) == pytest.approx(checks.pearson([30, 20],
+                                                                                     [25, 25]))
+    assert checks.pearson([5, 4, 1], [5, 5, 0]) == 0.0  # seen where it cannot happen
+    with pytest.raises(ValueError, match="no degree of freedom"):  # accepted_pmf(1.0, 2): one
+        checks.pearson([0, 0, 50], [0, 0, 50])  # outcome can happen, so there is nothing to test
+    with pytest.raises(ValueError, match="differ in shape"):
+        checks.pearson([5, 5, 0], [5, 5])
+
+
+def test_feed_names_a_cache_of_another_model_or_dtype(target):
+    from minispec.batch import RaggedCache, feed
+    double = copy.deepcopy(target).double()
+    with pytest.raises(ValueError, match="another model or dtype"):
+        feed(double, RaggedCache(target.config, 2), [[1, 2, 3], [4]])  # float32 storage
+    other = ms.GPT(ms.GPTConfig(vocab_size=256, n_layer=1, n_head=2, n_embd=8, block_size=16))
+    with pytest.raises(ValueError, match="another model or dtype"):
+        feed(target, RaggedCache(other.config, 2), [[1, 2, 3], [4]])
+    h, logits = feed(double, RaggedCache(double.config, 2, dtype=torch.float64), [[1, 2, 3], [4]])
+    assert logits.dtype == torch.float64 and logits.shape[:2] == (2, 3)

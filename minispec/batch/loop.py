@@ -101,19 +101,26 @@ class Fallbacks:
         self.then.accept(contexts, paths)
 
 
+def plain(drafter, kind):
+    """drafter is a `kind` whose round is kind's own: a subclass's draft (a tree, perhaps), score,
+    accept (a logger) or reset would never run here, so such a subclass drafts alone."""
+    rounds = ("reset", "draft", "score", "accept")
+    return isinstance(drafter, kind) and all(getattr(type(drafter), f) is getattr(kind, f)
+                                             for f in rounds)
+
+
 def batched(drafter, rows, size=None):
     """The batched form of a drafter that batches (its caches `size` entries a row), or a
     ValueError that says which do."""
-    own = isinstance(drafter, ModelDrafter) and type(drafter).draft is ModelDrafter.draft
-    if own and drafter.branching is None:  # a subclass that drafts its own way drafts alone
+    if plain(drafter, ModelDrafter) and drafter.branching is None:
         return Chains(drafter, rows, size)
-    lookup = type(drafter).draft is PromptLookupDrafter.draft  # a subclass's own may draft a tree
-    if isinstance(drafter, PromptLookupDrafter) and lookup:
+    if plain(drafter, PromptLookupDrafter):
         return Lookups(drafter, rows, size)
-    if isinstance(drafter, FallbackDrafter) and type(drafter).draft is FallbackDrafter.draft:
+    if plain(drafter, FallbackDrafter):
         return Fallbacks(drafter, rows, size)
     raise ValueError(f"{type(drafter).__name__} drafts one prompt at a time: decode a batch with a "
-                     "GPT drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two")
+                     "GPT drafter (a chain), PromptLookupDrafter or a FallbackDrafter of the two "
+                     "(a subclass batches only if it keeps their reset, draft, score and accept)")
 
 
 def check_rows(model, ids, max_new_tokens, crop_prompt):

@@ -97,6 +97,10 @@ def feed(model, cache, seqs):
     Example: feed(model, RaggedCache(model.config, 2), [[1, 2, 3], [4]])[1][1, 0]  (after [4])"""
     if not isinstance(cache, RaggedCache):  # a KVCache has one length for every row
         raise ValueError(f"feed needs a minispec.batch.RaggedCache, got a {type(cache).__name__}")
+    like = model.new_cache(1, size=1).k  # (n_layer, 1, heads, entries, hs): this model's kind
+    if cache.k.shape[::2] != like.shape[::2] or cache.k.dtype != like.dtype:
+        raise ValueError("the RaggedCache was made for another model or dtype: "
+                         "minispec.batch.loop.new_cache(model, rows)")
     if len(seqs) != len(cache.lengths):
         raise ValueError(f"{len(seqs)} rows of tokens for a cache of {len(cache.lengths)} rows")
     if not seqs or any(isinstance(s, str) or not hasattr(s, "__iter__") for s in seqs):

@@ -5,8 +5,8 @@
     Lossless means the two are equal (float64).
   * `chi2_pvalue(counts, probs)`: Pearson's chi-square test of counts against a law (rare cells
     pooled, then `pearson`).
-  * `repeated_share(prompt, tokens)`: how much of a continuation repeats text seen before it (greedy
-    text from these tiny models loops, and a loop is easy to draft).
+  * `repeated_share(prompt, tokens)` (from `data`): how much of a continuation repeats text seen
+    before it (greedy text from these tiny models loops, and a loop is easy to draft).
 """
 import contextlib
 import itertools
@@ -18,6 +18,7 @@ import numpy
 import torch
 
 from ..sampling import probs, whole
+from .data import repeated_share  # noqa: F401 (checks.repeated_share, as the notebooks call it)
 
 
 def chi2_pvalue(counts, expected_probs, min_expected=5.0, fitted=0):
@@ -63,12 +64,23 @@ def pearson(observed, expected, fitted=0):
     """Pearson (1900): X^2 = sum_k (O_k - E_k)^2 / E_k over the cells, and its p-value
     P(chi-square with df degrees >= X^2) = Q(df / 2, X^2 / 2), Q the regularized upper incomplete
     gamma function, df = cells - 1 - fitted (counts: lists or tensors, as float64)."""
-    observed, expected = (torch.as_tensor(x, dtype=torch.float64) for x in (observed, expected))
+    observed, expected = as_cells(observed, expected)  # one shape, float64, no 0 / 0 cell
     if len(observed) - 1 - whole(fitted, "fitted (parameters fitted to the counts)", 0) < 1:
         raise ValueError(f"{len(observed)} cells leave no degree of freedom after {fitted} fitted")
     stat = ((observed - expected) ** 2 / expected).sum()
     df = torch.tensor(len(observed) - 1 - fitted, dtype=torch.float64)
     return float(torch.special.gammaincc(df / 2, stat / 2))
+
+
+def as_cells(observed, expected):
+    """Counts per cell -> float64 tensors of one shape, less the cells that expect 0 and saw 0 (a
+    0 / 0 term: nan); one that expects 0 and saw more makes X^2 infinite, and p = 0."""
+    observed, expected = (torch.as_tensor(x, dtype=torch.float64) for x in (observed, expected))
+    if observed.shape != expected.shape:
+        raise ValueError(f"observed {tuple(observed.shape)} and expected {tuple(expected.shape)} "
+                         "counts differ in shape")
+    cells = (expected > 0) | (observed > 0)
+    return observed[cells], expected[cells]
 
 
 class _Coin:
@@ -95,10 +107,11 @@ class _Coin:
 
 
 # other ways to draw a token or a coin (a model's initialization, randn and uniform_, stays free)
-OTHER_DRAWS = [(torch, "randint"), (torch, "randperm"), (torch, "bernoulli"), (torch, "rand_like"),
-               (torch.Tensor, "multinomial"), (torch.Tensor, "exponential_"),
-               (torch.Tensor, "bernoulli_"), (torch.Tensor, "random_"), (random, "random"),
-               (random, "uniform"), (numpy.random, "rand"), (numpy.random, "random")]
+DRAWS = {torch: "randint randint_like randperm bernoulli rand_like normal poisson",
+         torch.Tensor: "multinomial exponential_ bernoulli_ random_ geometric_",
+         random: "random uniform choice choices randint randrange sample shuffle gauss",
+         numpy.random: "rand random choice randint default_rng normal uniform permutation shuffle"}
+OTHER_DRAWS = [(owner, name) for owner, names in DRAWS.items() for name in names.split()]
 
 
 def exact_law(fn):
@@ -178,13 +191,13 @@ def enumerate_draws(fn):
                 raise NotImplementedError(f"exact_law: torch.rand{size}")
             return _Coin(choose)
 
-        def multinomial(p, n, replacement=False, generator=None):
+        def multinomial(p, num_samples, replacement=False, generator=None):  # torch's names
             if p.dim() != 1:
                 raise NotImplementedError("exact_law: 1-d p only")
             w, out = p.tolist(), []
-            if not replacement and n > sum(x > 0 for x in w):
+            if not replacement and num_samples > sum(x > 0 for x in w):
                 raise RuntimeError("exact_law: fewer ids with weight than draws (no replacement)")
-            for _ in range(n):
+            for _ in range(num_samples):
                 out.append(choose(w))
                 if not replacement:
                     w = [0.0 if i == out[-1] else x for i, x in enumerate(w)]
@@ -233,18 +246,3 @@ def target_law(model, prompt, m, temperature=1.0, top_k=None, top_p=None):
     x = torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs], 1)
     p = probs(model(x)[:, len(prompt) - 1:-1].double(), temperature, top_k, top_p)  # (V^m, m, V)
     return p.gather(-1, seqs[..., None])[..., 0].prod(-1).view((V,) * m)
-
-
-def repeated_share(prompt, tokens, n=4):
-    """The share of the new tokens that complete an n-gram seen before (in the prompt or earlier in
-    the output): 0 for fresh text, near 1 for a loop."""
-    if not len(tokens):
-        raise ValueError("repeated_share needs at least one new token")
-    n = whole(n, "n (the n-gram length)")
-    seq, hits = [int(t) for t in [*prompt, *tokens]], 0  # a tensor's items hash by identity
-    seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
-    for t in range(len(prompt), len(seq)):
-        gram = tuple(seq[t - n + 1:t + 1])
-        hits += len(gram) == n and gram in seen
-        seen.add(gram)
-    return hits / len(tokens)

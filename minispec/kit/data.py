@@ -1,6 +1,7 @@
 """The held-out text every notebook and benchmark reads: six files of the Python 3.11.7 standard
 library (PSF license) the shipped models never trained on, shipped so that no result depends on
 the Python that runs it (Colab's differs). Only retraining reads the local standard library.
+`repeated_share` measures how much of a text repeats itself (checks.repeated_share too).
 """
 import math
 from pathlib import Path
@@ -103,3 +104,18 @@ def alignment(target, draft, data=None, block_size=256, windows=32, spread=True)
     q = F.softmax(draft(x.to(draft.wte.weight.device)), -1).to(p)  # the draft's, brought there
     top1 = (p.argmax(-1) == q.argmax(-1)).float().mean().item()
     return top1, torch.minimum(p, q).sum(-1).mean().item()
+
+
+def repeated_share(prompt, tokens, n=4):
+    """The share of the new tokens that complete an n-gram seen before (in the prompt or earlier in
+    the output): 0 for fresh text, near 1 for a loop."""
+    if not len(tokens):
+        raise ValueError("repeated_share needs at least one new token")
+    n = whole(n, "n (the n-gram length)")
+    seq, hits = [int(t) for t in [*prompt, *tokens]], 0  # a tensor's items hash by identity
+    seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
+    for t in range(len(prompt), len(seq)):
+        gram = tuple(seq[t - n + 1:t + 1])
+        hits += len(gram) == n and gram in seen
+        seen.add(gram)
+    return hits / len(tokens)
