@@ -27,12 +27,12 @@ class Tree:
     replacement: bool = True  # False: each node's children were drawn without replacement
 
     def __post_init__(self):  # Tree(tokens, parents) written by hand: add indexes its children
-        if self.tokens and not self.kids:  # zip's strict: a token without a parent is an error
+        if len(self.tokens) and not self.kids:  # zip's strict: a token without a parent: error
             nodes = zip(self.tokens, self.parents, self.scores or [1.0] * len(self.tokens),
                         strict=True)
-            self.tokens, self.parents, self.scores = [], [], []
-            for token, parent, score in nodes:
-                self.add(parent, token, score)
+            self.tokens, self.parents, self.scores, new = [], [], [], {-1: -1}  # new: renumbering
+            for i, (token, parent, score) in enumerate(nodes):  # a repeated sibling merges: its
+                new[i] = self.add(new.get(parent, parent), token, score)  # children follow it
 
     def children(self, node):
         """{token: child index} of a node (-1 for the root); it only reads (a leaf's is empty)."""

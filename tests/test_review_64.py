@@ -143,3 +143,17 @@ def test_feed_names_a_cache_of_another_model_or_dtype(target):
         feed(target, RaggedCache(other.config, 2), [[1, 2, 3], [4]])
     h, logits = feed(double, RaggedCache(double.config, 2, dtype=torch.float64), [[1, 2, 3], [4]])
     assert logits.dtype == torch.float64 and logits.shape[:2] == (2, 3)
+
+
+# --- the third review: the core's Tree ----------------------------------------------------------
+
+def test_a_hand_built_tree_with_a_repeated_sibling_keeps_its_shape():
+    """Tree(tokens=[1, 1, 2, 0], parents=[-1, -1, 0, 1]): the second 1 merges into the first, and
+    the nodes after it hung under the wrong parents (the numbers given were read after the merge
+    had shifted them: [-1, 0, 1], depths 1, 2, 3); tokens given as a tensor were a RuntimeError."""
+    t = ms.Tree(tokens=[1, 1, 2, 0], parents=[-1, -1, 0, 1])
+    assert (t.tokens, t.parents, t.depths().tolist()) == ([1, 2, 0], [-1, 0, 0], [1, 2, 2])
+    paths = ms.Tree.from_paths([[1, 2], [1, 0]])  # the same tree, from the paths it holds
+    assert (paths.tokens, paths.parents) == (t.tokens, t.parents)
+    t = ms.Tree(tokens=torch.tensor([1, 2]), parents=[-1, 0])
+    assert (t.tokens, t.parents) == ([1, 2], [-1, 0])

@@ -65,7 +65,17 @@ def own_generator(x, p, generator):
     return solution(x, p, torch.Generator().manual_seed(0))
 
 
-more_wrong = [global_rng, package_verifier, imported_verifier, reseeded, own_generator]
+def float_coin(x, p, generator):
+    """Rejected with the check's guidance, not a TypeError about exact_law's coin: the right law,
+    its coin read with float() (exact_law enumerates a coin only through `< a`; a review's)."""
+    if float(torch.rand((), generator=generator)) < float(p[x]):
+        return True, x
+    rest = p.clone()
+    rest[x] = 0
+    return False, ms.sample(rest / rest.sum(), generator)
+
+
+more_wrong = [global_rng, package_verifier, imported_verifier, reseeded, own_generator, float_coin]
 
 
 # Exercise "the rule": accept(draft_tokens, q, p, generator) -> (n accepted, the target's token).
@@ -190,6 +200,16 @@ def own_generator_rule(draft_tokens, q, p, generator):
     return solution_rule(draft_tokens, q, p, torch.Generator().manual_seed(0))
 
 
+def product_coin_rule(draft_tokens, q, p, generator):
+    """Rejected with the check's guidance, as float_coin: the right rule, the coin compared as
+    u q(x) < p(x) (the same event as u < p(x) / q(x) where q(x) > 0)."""
+    for i, x in enumerate(draft_tokens):
+        if torch.rand((), generator=generator) * q[i, x] < p[i, x]:
+            continue
+        return i, ms.sample(ms.residual(p[i], q[i]), generator)
+    return len(draft_tokens), ms.sample(p[-1], generator)
+
+
 more_wrong_rule = [unnormalised_residual, reversed_residual, bonus_wrong_row, deterministic_accept,
                    global_rng_rule, package_rule, imported_rule, one_coin_rule, python_random_rule,
-                   reseeded_rule, own_generator_rule]
+                   reseeded_rule, own_generator_rule, product_coin_rule]
