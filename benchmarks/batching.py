@@ -89,7 +89,9 @@ def main(argv=None):
         target, eos = target.to(args.device), tok.eos
         draft = ms.load_drafter("lookup", target)
         prompts = [tok.ask(text) for text in (COPY + FREE)[:args.prompts]]
-        what = "chat prompts (9 copy-heavy, 3 free writing), prompt lookup drafting"
+        copying = min(len(prompts), len(COPY))
+        what = (f"chat prompts ({copying} copy-heavy, {len(prompts) - copying} free writing), "
+                "prompt lookup drafting")
     else:
         target = ms.load_model("target").to(args.device)
         draft = ms.load_model("draft").to(args.device)

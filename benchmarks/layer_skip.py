@@ -73,6 +73,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", type=Path, default=FIGURES)
     args = ap.parse_args(argv)
+    if args.prompts < 1:  # an IndexError at the timing before
+        ap.error(f"--prompts must be >= 1, got {args.prompts}")
     torch.set_num_threads(1)
     target = ms.load_model("target")
     N = target.config.n_layer

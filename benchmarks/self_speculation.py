@@ -65,7 +65,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs of each side per prompt; the best time counts")
     ap.add_argument("--only", nargs="*",
-                    help="run only methods whose name contains one of these words")
+                    help="run only methods whose name contains one of these words (any case)")
     args = ap.parse_args(argv)
     target, draft = ms.load_model("target"), ms.load_model("draft")
     N = target.config.n_layer
@@ -100,7 +100,8 @@ def main(argv=None):
                 "lookahead W=4 N=3 G=3": (Lookahead(target), 10),
                 "draft model, gamma=4": (ms.ModelDrafter(draft), 4)}
     if args.only:
-        methods = {k: v for k, v in methods.items() if any(w in k for w in args.only)}
+        words = [w.lower() for w in args.only]
+        methods = {k: v for k, v in methods.items() if any(w in k.lower() for w in words)}
     ms.generate(target, prompts[0], 16)  # warm up
     t = step_costs(target, (1, 2, 3, 5, 9, 13), reps=40)  # every k in turn
     print(f"{len(prompts)} held-out prompts, {args.max_new_tokens} new tokens, torch threads "

@@ -68,6 +68,9 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", type=Path, default=FIGURES)
     args = ap.parse_args(argv)
+    if args.prompts < 1 or args.seeds < 1 or args.prompts * args.seeds < 2:
+        ap.error(f"the spread of the difference needs 2 runs or more: --prompts x --seeds = "
+                 f"{args.prompts} x {args.seeds}")
     run(args.prompts, args.seeds, args.max_new_tokens, args.out)
 
 

@@ -33,3 +33,7 @@ def test_the_line_counts_the_readme_states_are_the_package_s():
     assert kit and int(kit[1]) == lines_in((package / "kit").glob("*.py"))
     total = re.search(r"In all (\d+) lines", text)
     assert total and int(total[1]) == lines_in(package.rglob("*.py"))
+    kernel = lines_in([package / "bridge" / "row_kernel.cpp"])  # said twice (a review: stale)
+    assert re.findall(r"(\d+) lines of C\+\+", text) == [str(kernel)] * 2
+    loop = re.search(r"`batch/loop.py` \d+ then (\d+) now", text)  # commas dropped
+    assert loop and int(loop[1]) == lines_in([package / "batch" / "loop.py"])
