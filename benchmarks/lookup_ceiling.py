@@ -175,10 +175,14 @@ def main():
     model, tok = smollm2.load()
     rows = []
     with torch.inference_mode(), kernel(args.kernel):
+        print(f"timing v(k), k = 1..{WIDEST}, after a 300-token context (25 sweeps; a minute or "
+              "two)", flush=True)
         v = profile(model)
         step = v[1]
         v = [t / step for t in v]
-        for text in COPY:
+        for i, text in enumerate(COPY):
+            print(f"prompt {i + 1} of {len(COPY)}, {label(text)!r}: greedy, {len(PRICED)} "
+                  "speculative decodes, a paired timing and two oracles", flush=True)
             ids = tok.chat([{"role": "user", "content": text}])
             lookup = ms.load_drafter("lookup", model)
             greedy = ms.generate(model, ids, n_new, eos_token=tok.eos).tokens
