@@ -91,7 +91,8 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=FIGURES)
+    ap.add_argument("--out", type=Path, default=FIGURES,
+                    help="the folder aligned_draft.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     run(args.drafts, args.gammas, args.prompts, args.max_new_tokens, args.repeats, args.out)
 

@@ -71,7 +71,8 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=FIGURES)
+    ap.add_argument("--out", type=Path, default=FIGURES,
+                    help="the folder layer_skip.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     if args.prompts < 1:  # an IndexError at the timing before
         ap.error(f"--prompts must be >= 1, got {args.prompts}")

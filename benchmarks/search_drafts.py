@@ -178,7 +178,8 @@ def main(argv=None):
     ap.add_argument("--depth", type=int, default=4, help="tokens per beam")
     ap.add_argument("--repeats", type=int, default=2,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--out", type=Path, default=FIGURES)
+    ap.add_argument("--out", type=Path, default=FIGURES,
+                    help="the folder search_drafts.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(1)  # tiny models: one thread is about as fast, and steadier when shared

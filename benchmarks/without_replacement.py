@@ -66,7 +66,8 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--out", type=Path, default=FIGURES)
+    ap.add_argument("--out", type=Path, default=FIGURES,
+                    help="the folder without_replacement.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     if args.prompts < 1 or args.seeds < 1 or args.prompts * args.seeds < 2:
         ap.error(f"the spread of the difference needs 2 runs or more: --prompts x --seeds = "
