@@ -100,8 +100,10 @@ def test_plot_accept_hist_says_when_there_is_nothing_to_count(shipped):
     ids = ms.encode("qzwx")
     nothing = ms.speculative_generate(shipped, ms.load_drafter("lookup", shipped), ids, 3)
     assert nothing.stats.drafted == 0
-    for res in (ms.generate(shipped, ids, 3), nothing, []):
-        with pytest.raises(ValueError, match="no round drafted gamma=0 tokens"):
+    with pytest.raises(ValueError, match="no round drafted gamma=0 tokens"):
+        viz.plot_accept_hist(nothing)
+    for res in (ms.generate(shipped, ids, 3), []):  # no rounds at all (trace.rounds_of)
+        with pytest.raises(ValueError, match="no rounds"):
             viz.plot_accept_hist(res)
 
 

@@ -81,7 +81,7 @@ def test_readmes_pooled_lookup_table_is_the_figures(capsys):
     spec = importlib.util.spec_from_file_location("pool", root / "benchmarks/pool_lookup_runs.py")
     pool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pool)
-    pool.main()
+    pool.main([])  # not pytest's own arguments (sys.argv)
     rows = {line.split(" | ")[0].strip("| "): line for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and "x |" in line}
     assert "| 27 | 1.30-1.58x | 1.410x | 4 | 1.290-1.505x, 1.375x, 3 |" in rows["lookup"]

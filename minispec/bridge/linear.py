@@ -114,6 +114,8 @@ class Linear(nn.Linear):
         self._packed, self._packed_from = None, None
 
     def forward(self, x):
+        if x.shape[-1] != self.in_features:  # oneDNN's own message names no shape
+            raise ValueError(f"Linear takes inputs (..., {self.in_features}), got {tuple(x.shape)}")
         if torch_product(x, self.weight):  # "torch"; "mixed", one token; a GPU's cuBLAS; ...
             return super().forward(x)
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # (N, in): one token a row
@@ -129,8 +131,8 @@ class Linear(nn.Linear):
 
     def packed_weight(self, x):
         """W in oneDNN's layout (W^T row-major for "transposed", slabs for "rows"), packed at the
-        first call and again only when W or the kernel has changed (another tensor, or written in
-        place); None where the kernel does not apply.
+        first call and again only when W or the kernel has changed (another tensor, new data
+        through W.data = ..., or written in place); None where the kernel does not apply.
         Not seen (the old copy stays): a write in place to a W made under inference_mode (no
         version counter) or through W.data (a counter of its own); write under no_grad instead."""
         w = self.weight
@@ -140,7 +142,7 @@ class Linear(nn.Linear):
             return None
         if how == "packed" and not (w.dtype == torch.float32 and packing_works()):
             return None  # W^T for MKL: any dtype; rows: float32 (torch_product checked); oneDNN
-        version = None if w.is_inference() else w._version
+        version = (w.data_ptr(), None if w.is_inference() else w._version)  # W.data = new: moved
         made = self._packed_from  # (a weak reference to the W packed, its version, how), or None
         # W is known by object, not by address: a new W can take a freed one's, at version 0
         if made is None or made[0]() is not w or made[1:] != (version, how):

@@ -145,7 +145,7 @@ def keep(target, save):
         target.parent.mkdir(parents=True, exist_ok=True)
         save(tmp)
         tmp.rename(target)  # a folder another process renamed first stays theirs: OSError
-    except OSError:
+    except (OSError, RuntimeError):  # torch.save names a failed write (a full disk) RuntimeError
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:

@@ -112,7 +112,8 @@ def repeated_share(prompt, tokens, n=4):
     if not len(tokens):
         raise ValueError("repeated_share needs at least one new token")
     n = whole(n, "n (the n-gram length)")
-    seq, hits = [int(t) for t in [*prompt, *tokens]], 0  # a tensor's items hash by identity
+    seq = [whole(t, "each token id (text: encode it first)", 0) for t in [*prompt, *tokens]]
+    hits = 0  # ids as ints: a tensor's items hash by identity
     seen = {tuple(seq[i:i + n]) for i in range(len(prompt) - n + 1)}
     for t in range(len(prompt), len(seq)):
         gram = tuple(seq[t - n + 1:t + 1])

@@ -59,7 +59,8 @@ def speculative_decoding(M_p, M_q, prefix, max_new_tokens, gamma, seed=0, temper
             raise ValueError(f"Algorithm 1 takes two models: {name} must be a GPT or a Llama, "
                              f"got a {type(M).__name__}")
     gamma = whole(gamma, "gamma")
-    max_new_tokens = whole(max_new_tokens, "max_new_tokens", low=0)
+    room = f"max_new_tokens (block_size={M_p.config.block_size} holds the prompt and them)"
+    max_new_tokens = whole(max_new_tokens, room, 0, M_p.config.block_size)  # as the loop's
     V = M_p.config.vocab_size
     if M_q.config.vocab_size != V:
         raise ValueError(f"M_p and M_q vocabularies differ: {V} and {M_q.config.vocab_size}")

@@ -20,6 +20,8 @@ def rounds_of(steps):
     if not isinstance(steps, (list, tuple)) or not all(isinstance(s, Step) for s in steps):
         raise ValueError("give one prompt's Result or its steps (a batch: one row's, res[i]), "
                          f"got a {type(steps).__name__}")
+    if not steps:  # plain generate's Result records no rounds: an empty picture said nothing
+        raise ValueError("no rounds to show: give a speculative_generate result (or its steps)")
     return steps
 
 
@@ -73,5 +75,5 @@ def html_trace(steps, show_rejected=True, decode=decode):
             style += ";text-decoration:line-through;opacity:0.6"
         return f'<span style="{style}" title="{kind}">{html.escape(text)}</span>'
     body = "".join(span(t, k) for t, k in trace_segments(steps, show_rejected, decode))
-    legend = " ".join(span(k, k) for k in COLORS)
+    legend = " ".join(span(k, k) for k in COLORS if show_rejected or k != "rejected")
     return f'<pre style="white-space:pre-wrap">{body}</pre><div>{legend}</div>'

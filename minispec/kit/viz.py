@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..model import decode, encode
-from ..sampling import probs, whole
+from ..sampling import check_sampling_args, probs, whole
 from ..speculate import speculative_generate
 from .theory import acceptance_rate, accepted_pmf, alpha_from_acceptance
 from .trace import (COLORS, ansi_trace, drafted, ended_at_eos, html_trace,  # noqa: F401 (viz.*)
@@ -57,8 +57,10 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
         ax.text(c, -r, line, color=COLORS[kind], family="monospace", fontsize=11.5, va="center")
         if kind == "rejected":
             ax.plot([c, c + len(line)], [-r, -r], color=COLORS[kind], lw=0.8)
-    for i, kind in enumerate(COLORS):
-        ax.text(i * width / 4, -row - 2, "■ " + kind, color=COLORS[kind], fontsize=9, va="center")
+    x = 0  # the legend: an entry a kind shown, a character a unit (smaller type: room to spare)
+    for kind in (k for k in COLORS if show_rejected or k != "rejected"):
+        ax.text(x, -row - 2, "■ " + kind, color=COLORS[kind], fontsize=9, va="center")
+        x += len(kind) + 4
     ax.set(xlim=(0, width), ylim=(-row - 2.5, 0.5), frame_on=False, xticks=[], yticks=[])
     return fig
 
@@ -66,9 +68,7 @@ def plot_trace(steps, show_rejected=True, width=80, ax=None, decode=decode):
 def plot_acceptance(steps, ax=None):
     """Per target call: drafts kept (green), drafts rejected (red), the token the target added."""
     from matplotlib.ticker import MaxNLocator
-    steps = rounds_of(steps)
-    if not steps:  # plain generate's Result records no rounds
-        raise ValueError("no rounds to plot: give the steps of a speculative_generate result")
+    steps = rounds_of(steps)  # at least one round (plain generate's Result records none)
     fig, ax = _axes(ax)
     ended = np.array([s is steps[-1] and ended_at_eos(s) for s in steps])  # a kept eos: accepted
     kept, bonus = np.array([s.accepted for s in steps]) + ended, np.array([s.bonus for s in steps])
@@ -94,15 +94,15 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
 
     Example: plot_pq(torch.tensor([.5, .3, .2]), torch.tensor([.2, .2, .6]), labels="abc")
     """
-    alpha = float(acceptance_rate(p, q))  # p, q: distributions of one shape, or a ValueError
-    if p.dim() != 1:  # rows would be pooled into one alpha
+    if torch.is_tensor(p) and p.dim() != 1:  # rows would be pooled into one alpha
         raise ValueError(f"plot_pq draws one p and one q, each (V,), got shape {tuple(p.shape)}")
+    alpha = float(acceptance_rate(p, q))  # p, q: distributions of one shape, or a ValueError
     if labels is not None and len(labels) != len(p):
         raise ValueError(f"labels must name each of the {len(p)} tokens, got {len(labels)}")
     top = None if top is None else whole(top, "top (or None)")
     p, q = p.detach().float(), q.detach().float()
     idx = torch.argsort(torch.maximum(p, q), descending=True)[:top] if top else torch.arange(len(p))
-    labels = [labels[i] if labels is not None else repr(decode([i]))[1:-1].replace(" ", "␣")
+    labels = [labels[i] if labels is not None else byte_label(i)
               for i in idx.tolist()]  # numpy labels: `if labels` was ambiguous
     kept, res = torch.minimum(p, q)[idx].numpy(), torch.clamp(p - q, min=0)[idx].numpy()
     x = np.arange(len(idx))
@@ -116,9 +116,12 @@ def plot_pq(p, q, labels=None, top=None, ax=None):
     axes[0].set(title=f"p = min(p, q) + max(0, p - q);  alpha = {alpha:.3f}", xticks=x,
                 xticklabels=labels)
     axes[0].legend(fontsize=7)
-    axes[1].bar(x, residual(p, q)[idx].numpy(), color=COLORS["correction"])
-    axes[1].set(title=f"residual norm(max(0, p - q)), used w.p. {1 - alpha:.3f}", xticks=x,
-                xticklabels=labels)
+    if torch.clamp(p - q, min=0).sum() > 0:  # all of p - q: `top` may hide the residual's mass
+        axes[1].bar(x, residual(p, q)[idx].numpy(), color=COLORS["correction"])
+        title = f"residual norm(max(0, p - q)), used w.p. {1 - alpha:.3f}"
+    else:  # p <= q everywhere (p == q): every draft is kept, no residual (verify's falls back to p)
+        title = "no residual: max(0, p - q) = 0, every draft is kept"
+    axes[1].set(title=title, xticks=x, xticklabels=labels)
     return fig
 
 
@@ -176,7 +179,10 @@ def trace_explorer(target, draft, prompts, max_new_tokens=60, gamma=4, temperatu
     from IPython.display import HTML, display
 
     texts(prompts, "prompts")
-    max_new_tokens, gamma = whole(max_new_tokens, "max_new_tokens"), whole(gamma, "gamma")
+    block = target.config.block_size  # a prompt is cropped to fit; the new tokens must fit too
+    max_new_tokens = whole(max_new_tokens, f"max_new_tokens (block_size={block})", 1, block)
+    gamma, seed = whole(gamma, "gamma"), whole(seed, "seed", -2**63, 2**64)
+    check_sampling_args(temperature)  # the slider would silently clamp -1 to 0 (greedy)
 
     def show(gamma, temperature, prompt, seed):
         res = speculative_generate(target, draft, encode(prompt), max_new_tokens, gamma,
@@ -194,6 +200,7 @@ def pq_explorer(target, draft, prompt, top=12, temperature=1.0):
     from IPython.display import display
 
     ids, top = torch.tensor([encode(texts([prompt], "prompt")[0])]), whole(top, "top")
+    check_sampling_args(temperature)  # the slider would silently clamp -1 to 0 (greedy)
     lp = target(ids.to(target.wte.weight.device))[0, -1].detach().cpu()  # (V,), plotted on the CPU
     lq = draft(ids.to(draft.wte.weight.device))[0, -1].detach().cpu()  # (V,)
 
@@ -211,8 +218,12 @@ def show(*objs):
 
 
 def byte_label(token):
-    """A token's byte as a short printable label: 'a', '\\n', '\\x00'."""
-    return repr(decode([token]))[1:-1]
+    """A token's byte as a short printable label: 'a', '\\n', '\\x00', '␣' (a space), and '\\xc3'
+    for a byte of 128 or more (part of a character, not one on its own)."""
+    token = whole(token, "a byte", 0, 256)
+    if token == 32:
+        return "␣"
+    return repr(chr(token))[1:-1] if token < 128 else f"\\x{token:02x}"
 
 
 def draw_tree(tree, path=(), ax=None, label=byte_label):
