@@ -37,3 +37,7 @@ def test_the_line_counts_the_readme_states_are_the_package_s():
     assert re.findall(r"(\d+) lines of C\+\+", text) == [str(kernel)] * 2
     loop = re.search(r"`batch/loop.py` \d+ then (\d+) now", text)  # commas dropped
     assert loop and int(loop[1]) == lines_in([package / "batch" / "loop.py"])
+    real = re.search(r"are (\d+) of them: (\d+) (\d+) (\d+) and (\d+);", text)  # a review: stale
+    files = [package / "bridge" / f"{name}.py" for name in ("llama", "linear", "row_kernel",
+                                                              "smollm2")]
+    assert real and [int(n) for n in real.groups()] == [lines_in(files), *map(lines_in, zip(files))]
