@@ -10,6 +10,9 @@ Two checks of losslessness run through the suite, and both must also *reject* lo
 The helpers live in minispec.kit.checks (the notebooks use them too).
 Helpers are handed out as fixtures (not imported) so the suite works under any pytest import mode.
 """
+import importlib
+import os
+
 import pytest
 import torch
 
@@ -41,6 +44,19 @@ def _random_gpt(vocab_size=256, n_layer=2, n_head=2, n_embd=32, block_size=64, s
             else:
                 p.normal_(0.0, std, generator=g)
     return model.eval()
+
+
+@pytest.fixture(scope="session")
+def optional():
+    """optional(module) -> the module: an extra CI installs (transformers, accelerate) is imported,
+    and a missing one fails where MINISPEC_REQUIRE_REAL is set (CI), else the test skips saying so
+    (pytest.importorskip alone skipped in CI too, silently)."""
+    def need(module):
+        if os.environ.get("MINISPEC_REQUIRE_REAL"):
+            return importlib.import_module(module)
+        return pytest.importorskip(module, reason=f"{module} is not installed: pip install "
+                                   f"-e '.[hf,real]' enables this test")
+    return need
 
 
 @pytest.fixture(scope="session")

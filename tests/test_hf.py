@@ -19,8 +19,8 @@ def hf():
 
 
 @pytest.fixture(scope="module")
-def transformers():
-    return pytest.importorskip("transformers")
+def transformers(optional):
+    return optional("transformers")
 
 
 SHAPES = [dict(vocab_size=50, n_layer=1, n_head=1, n_embd=8, block_size=32),

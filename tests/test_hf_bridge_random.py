@@ -5,9 +5,11 @@ section-3 cells (tagged "gpt2") run on them as they would on Colab on gpt2-large
 Offline, those cells load only checkpoints already on disk (`local_files_only`), so a directory
 stands in for a hub name. tests/test_hf.py checks the conversion itself on random models of
 several shapes; this file checks the path the notebook takes through it. Skipped without
-transformers (pip install minispec[hf]).
+transformers (pip install minispec[hf]), except in CI (MINISPEC_REQUIRE_REAL), which installs it.
 """
+import importlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,8 @@ import torch
 
 import minispec as ms
 
-transformers = pytest.importorskip("transformers")
+transformers = (importlib.import_module("transformers") if os.environ.get("MINISPEC_REQUIRE_REAL")
+                else pytest.importorskip("transformers"))  # CI installs it: a failure there
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "10_production.ipynb"
 TEXT = "The capital of France is Paris. The capital of Germany is"

@@ -46,10 +46,10 @@ def llama64():
     return random_llama().double()
 
 
-def test_logits_equal_transformers_llama():
+def test_logits_equal_transformers_llama(optional):
     """The same weights in transformers' LlamaForCausalLM give the same logits, with and without a
     cache fed in pieces (float32: the same operations in the same order)."""
-    transformers = pytest.importorskip("transformers")
+    transformers = optional("transformers")
     hc = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=48,
                                   num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, max_position_embeddings=64,

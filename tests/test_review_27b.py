@@ -127,7 +127,6 @@ def test_bits_per_byte_sums_in_the_models_dtype(random_gpt):
 
 
 def test_alignment_and_pq_explorer_run_on_a_float64_pair(shipped, target64):
-    pytest.importorskip("ipywidgets")
     draft = ms.load_model("draft")
     want = data.alignment(shipped, draft, windows=2, block_size=64)
     got = data.alignment(target64, draft.double(), windows=2, block_size=64)
@@ -138,7 +137,6 @@ def test_alignment_and_pq_explorer_run_on_a_float64_pair(shipped, target64):
 
 @CUDA
 def test_the_kit_follows_a_model_on_the_gpu(shipped):
-    pytest.importorskip("ipywidgets")
     gpu, draft = copy.deepcopy(shipped).to("cuda"), ms.load_model("draft").to("cuda")
     text = data.heldout()[:2000]
     assert data.bits_per_byte(gpu, text, 64, 4) == pytest.approx(

@@ -110,10 +110,10 @@ def test_llama_with_an_odd_head_size_raises_value_error():
                                          (dict(tie_word_embeddings=False), "tie_word_embeddings"),
                                          (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}),
                                           "rope_parameters")])
-def test_from_hf_refuses_a_llama_it_would_convert_wrongly(extra, name):
+def test_from_hf_refuses_a_llama_it_would_convert_wrongly(extra, name, optional):
     """A GELU Llama converted silently with SiLU, biases or another head size crashed in
     load_state_dict: each is now a ValueError naming the setting."""
-    transformers = pytest.importorskip("transformers")
+    transformers = optional("transformers")
     from minispec.bridge.hf import from_hf
     base = dict(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -136,9 +136,9 @@ def test_from_hf_reads_rope_scaling_of_a_transformers_4_config():
         from_hf(SimpleNamespace(config=config, lm_head=None))  # a stand-in with a head
 
 
-def test_from_hf_refuses_an_untied_gpt2():
+def test_from_hf_refuses_an_untied_gpt2(optional):
     """minispec's GPT has one matrix for wte and lm_head: an untied GPT-2 lost its head."""
-    transformers = pytest.importorskip("transformers")
+    transformers = optional("transformers")
     from minispec.bridge.hf import from_hf
     config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=1, n_head=2,
                                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)

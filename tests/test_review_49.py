@@ -120,9 +120,9 @@ def test_methods_name_bad_arguments(byte_pair, make, match):
         make(target)
 
 
-def test_from_hf_takes_an_explicit_n_inner_of_four_widths():
+def test_from_hf_takes_an_explicit_n_inner_of_four_widths(optional):
     """GPT-2's n_inner=None means 4 * n_embd; the same width given explicitly was refused."""
-    transformers = pytest.importorskip("transformers")
+    transformers = optional("transformers")
     from minispec.bridge.hf import from_hf
     config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=16, vocab_size=50,
                                      n_inner=128)

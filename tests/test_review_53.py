@@ -242,10 +242,10 @@ def test_plot_pq_refuses_logits_and_mismatched_laws():
     plt.close(fig)
 
 
-def test_from_hf_names_what_it_cannot_convert():
+def test_from_hf_names_what_it_cannot_convert(optional):
     """from_hf(None) raised an AttributeError (config); a bare LlamaModel, without its head, a
     KeyError ('wte.weight')."""
-    transformers = pytest.importorskip("transformers")
+    transformers = optional("transformers")
     from minispec.bridge.hf import from_hf
     with pytest.raises(ValueError, match=r"only GPT-2 and Llama models convert, got NoneType"):
         from_hf(None)

@@ -77,8 +77,8 @@ def test_batch_feed_names_the_cache_it_needs():
         feed(draft, draft.new_cache(), [[1, 2, 3]])
 
 
-def test_a_gpt2_with_cross_attention_is_refused_by_name():
-    transformers = pytest.importorskip("transformers")
+def test_a_gpt2_with_cross_attention_is_refused_by_name(optional):
+    transformers = optional("transformers")
     from minispec.bridge.hf import from_hf
     config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=1, n_head=2,
                                      add_cross_attention=True)
@@ -88,7 +88,7 @@ def test_a_gpt2_with_cross_attention_is_refused_by_name():
 
 def test_a_list_of_numpy_prompts_is_a_batch():
     """It was read as one prompt whose token ids were arrays."""
-    np = pytest.importorskip("numpy")
+    import numpy as np  # a dependency of minispec: imported, never skipped
     target = ms.load_model("target")
     rows = ms.generate(target, [np.array([97, 98]), np.array([99])], 4)
     assert [r.tokens for r in rows] == [ms.generate(target, p, 4).tokens for p in ([97, 98], [99])]

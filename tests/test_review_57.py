@@ -146,7 +146,6 @@ def test_plot_pq_names_shapes_labels_and_top():
 
 def test_the_explorers_want_texts(target):
     from minispec import viz
-    pytest.importorskip("ipywidgets")
     for prompts in ("def ", [], [ms.encode("def ")], {"a": ""}):
         with pytest.raises(ValueError, match="text"):
             viz.trace_explorer(target, ms.PromptLookupDrafter(), prompts)

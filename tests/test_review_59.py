@@ -195,8 +195,8 @@ def test_chi2_of_infinite_counts_is_named_not_nan():
         checks.chi2_pvalue([10, float("inf")], [0.5, 0.5])
 
 
-def test_to_hf_converts_a_gpt_in_its_own_dtype():
-    pytest.importorskip("transformers")
+def test_to_hf_converts_a_gpt_in_its_own_dtype(optional):
+    optional("transformers")
     from minispec.bridge import hf
     with pytest.raises(ValueError, match="GPT"):
         hf.to_hf(None)

@@ -141,7 +141,6 @@ def test_paper_takes_the_crop_prompt_its_message_suggests():
 
 
 def test_explorers_start_where_they_are_told_and_name_bad_starts():
-    pytest.importorskip("ipywidgets")
     from minispec.kit import viz
     target, draft = ms.load_model("target"), ms.load_model("draft")
     w = viz.trace_explorer(target, draft, ["def "], max_new_tokens=4, gamma=16, temperature=3.0)

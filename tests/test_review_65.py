@@ -36,13 +36,11 @@ def test_algorithm_1_names_max_new_tokens_past_the_block(pair):
                                         (dict(seed=2.7), "seed"),
                                         (dict(max_new_tokens=300), "max_new_tokens")])
 def test_trace_explorer_refuses_what_its_controls_would_change(pair, bad, match):
-    pytest.importorskip("ipywidgets")
     with pytest.raises(ValueError, match=match):
         viz.trace_explorer(*pair, ["def "], **bad)
 
 
 def test_pq_explorer_refuses_a_negative_temperature(pair):
-    pytest.importorskip("ipywidgets")
     with pytest.raises(ValueError, match="temperature"):
         viz.pq_explorer(*pair, "def ", temperature=-1)
 
@@ -138,3 +136,40 @@ def test_linear_names_an_input_of_the_wrong_width(name):
     from minispec.bridge.linear import Linear, kernel
     with torch.inference_mode(), kernel(name), pytest.raises(ValueError, match=r"\(\.\.\., 64\)"):
         Linear(64, 128)(torch.randn(2, 63))
+
+
+@pytest.mark.parametrize("kind", ["gpt", "llama"])
+def test_feed_names_positions_past_the_block(kind):
+    """batch.feed let a Llama run on at positions past its block_size (a GPT failed inside its
+    position table, an IndexError): both get a ValueError naming the position."""
+    from minispec.batch.loop import new_cache
+    from minispec.batch.ragged import feed
+    from minispec.bridge.llama import Llama, LlamaConfig
+    torch.manual_seed(0)
+    model = (ms.GPT(ms.GPTConfig(vocab_size=5, block_size=8, n_layer=1, n_head=2, n_embd=8))
+             if kind == "gpt" else
+             Llama(LlamaConfig(vocab_size=5, block_size=8, n_layer=1, n_head=2, n_kv_head=1,
+                               n_embd=8, n_hidden=16))).eval()
+    cache = new_cache(model, 2, size=16)  # room for 16 entries, positions for 8
+    with torch.inference_mode():
+        feed(model, cache, [[1] * 8, [2] * 3])  # positions 0..7: fits
+        with pytest.raises(ValueError, match="position 8: the model's positions end at"):
+            feed(model, cache, [[1], []])
+        feed(model, cache, [[], [3] * 5])  # the other row still has room: 3..7
+
+
+def test_probs_warps_in_hugging_faces_order_known_answers():
+    """A review of the tests: every exact law at T != 1 with top-p builds its expected side with
+    probs itself, so probs applying top-p before the temperature passed them all. Hand-worked
+    answers (temperature, then top-k, then top-p, each on what the step before left):"""
+    p = torch.tensor([.5, .3, .15, .05])
+    # T = 0.5: p^2 / sum = (.25, .09, .0225, .0025) / .365; top-p 0.9 keeps the first two (their
+    # mass before the third is .9315): 25/34, 9/34. Top-p first would keep three: (.6897, ...).
+    want = torch.tensor([25 / 34, 9 / 34, 0, 0])
+    for order in ([0, 1, 2, 3], [2, 0, 3, 1]):  # a shuffled vocabulary: the same law, moved
+        got = ms.probs(p[order].log(), temperature=0.5, top_p=0.9)
+        assert torch.allclose(got, want[order], atol=1e-6)
+    # top-k 2 first leaves (.4, .3) / .7 = (.571, .429); top-p 0.5 then keeps the first alone.
+    # Top-p first would keep .4 and .3 (0.4 < 0.5), and top-k then both: (.571, .429).
+    got = ms.probs(torch.tensor([.4, .3, .2, .1]).log(), top_k=2, top_p=0.5)
+    assert torch.equal(got, torch.tensor([1.0, 0, 0, 0]))

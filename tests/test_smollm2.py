@@ -86,11 +86,11 @@ def test_load_gives_the_api(smol):
     assert tok.decode([tok.eos]) == "<|im_end|>"
 
 
-def test_logits_and_greedy_text_equal_transformers(smol, prompts):
+def test_logits_and_greedy_text_equal_transformers(smol, prompts, optional):
     """transformers dequantizes the same file its own way: the logits agree (the largest gap is
     printed), and so do 32 tokens of greedy text on a copy task and on free writing."""
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("accelerate")
+    transformers = optional("transformers")
+    optional("accelerate")
     from minispec.bridge import smollm2
     model, _ = smol
     path = smollm2.gguf_path()

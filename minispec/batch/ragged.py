@@ -109,6 +109,9 @@ def feed(model, cache, seqs):
     L, n, T = cache.lengths, [len(s) for s in seqs], max(len(s) for s in seqs)
     if max(L) + T > cache.size:
         raise ValueError(f"the KV cache holds {cache.size} entries, {max(L) + T} needed")
+    if (end := max(a + b for a, b in zip(L, n))) > model.config.block_size:  # a Llama ran on
+        raise ValueError(f"a row would reach position {end - 1}: the model's positions end at "
+                         f"block_size - 1 = {model.config.block_size - 1}")
     dev = model.wte.weight.device
     pad = [s + [0] * (T - len(s)) for s in seqs]  # (B, T): each row padded with token 0
     idx = torch.tensor(pad, dtype=torch.long, device=dev)  # long: rows all empty are no floats
