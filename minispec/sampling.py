@@ -66,4 +66,4 @@ def probs(logits, temperature=1.0, top_k=None, top_p=None):
 
 def sample(p, generator=None):
     """Draw one token id from a distribution p (V,) using an explicit torch.Generator."""
-    return int(torch.multinomial(torch.as_tensor(p), 1, generator=generator))  # a list too
+    return int(torch.multinomial(torch.as_tensor(p) * 1.0, 1, generator=generator))  # ints too

@@ -173,3 +173,17 @@ def test_probs_warps_in_hugging_faces_order_known_answers():
     # Top-p first would keep .4 and .3 (0.4 < 0.5), and top-k then both: (.571, .429).
     got = ms.probs(torch.tensor([.4, .3, .2, .1]).log(), top_k=2, top_p=0.5)
     assert torch.equal(got, torch.tensor([1.0, 0, 0, 0]))
+
+
+def test_the_rules_take_an_integer_one_hot_p():
+    """F.one_hot returns integers: the rules passed them to torch.multinomial, which refused them
+    (a RuntimeError about dtypes) the first time a token was drawn from p."""
+    import torch.nn.functional as F
+    p = F.one_hot(torch.tensor([2, 0, 1]), 3)  # (3, 3) int64: the target is certain each time
+    q = torch.full((2, 3), 1 / 3)
+    g = torch.Generator().manual_seed(0)
+    assert ms.speculative_accept([2, 1], q, p, g) == (1, 0)  # 2 kept (p = 1), 1 rejected: 0
+    assert ms.multi_draft_accept([1], q[0], p[0], g) == 2  # rejected (p = 0): the residual's 2
+    tree = ms.Tree.chain([2, 0], [q[0], q[1]])
+    assert ms.verify_tree(tree, p, temperature=1.0, generator=g) == ([0, 1], 1)  # the bonus: 1
+    assert ms.sample(p[2]) == 1 and ms.sample([0, 0, 1]) == 2
