@@ -154,6 +154,18 @@ def test_decode_refuses_ids_outside_the_vocabulary(smol):
         tok.encode(["a", "b"])
 
 
+def test_the_trace_shows_a_character_split_over_tokens(smol):
+    """Byte-level BPE spreads an emoji or a CJK character over tokens that decode alone to
+    '\ufffd': notebook 11's explorer showed one per token. The trace decodes them together."""
+    from minispec import viz
+    _, tok = smol
+    text = "🚀 launch 日本語"
+    ids = tok.encode(text)
+    assert "\ufffd" in "".join(tok.decode([t]) for t in ids)  # the case: split characters
+    segments = viz.trace_segments([ms.Step(Tree(), [], t) for t in ids], decode=tok.decode)
+    assert len(segments) == len(ids) and "".join(t for t, _ in segments) == text
+
+
 def test_chat_refuses_messages_it_cannot_template(smol):
     """A message without content raised jinja's UndefinedError, deep in transformers (stop 53)."""
     _, tok = smol

@@ -35,7 +35,8 @@ def sampled(byte_pair):
 
 def test_trace_segments_rebuild_the_output(sampled):
     segs = viz.trace_segments(sampled.steps, show_rejected=False)  # one segment per emitted token
-    assert [t for t, _ in segs] == [ms.decode([t]) for t in sampled.tokens]
+    assert len(segs) == len(sampled.tokens)
+    assert "".join(t for t, _ in segs) == ms.decode(sampled.tokens)
     kinds = [k for _, k in viz.trace_segments(sampled.steps)]
     assert kinds.count("accepted") == sum(s.accepted for s in sampled.steps)
     assert kinds.count("rejected") == sum(len(drafted(s)) - s.accepted for s in sampled.steps)
@@ -170,6 +171,25 @@ def test_trace_of_a_tree_step():
     empty = ms.Step(ms.Tree(), [], ord("z"))
     assert drafted(empty) == [] and empty.accepted == 0 and not empty.bonus
     assert viz.trace_segments([empty]) == [("z", "correction")]
+
+
+def test_a_character_over_several_tokens_shows_whole():
+    """Decoded alone, each byte of a 2- or 4-byte UTF-8 character was a '\ufffd' of its own (an
+    emoji in SmolLM2's byte-level BPE too): the trace showed four of them for one character. Now the
+    token that completes it carries it, the ones before carry nothing, a rejected draft reads the
+    kept text before it, and a character the output leaves unfinished ends the trace as decoded."""
+    e, rocket = list("é".encode()), list("🚀".encode())  # 2 and 4 bytes
+    rounds = [ms.Step(ms.Tree(), [], t) for t in e + rocket + [ord("!")]]  # a token a round
+    assert [t for t, _ in viz.trace_segments(rounds)] == ["", "é", "", "", "", "🚀", "!"]
+    tree = ms.Tree.chain(rocket[:2] + [ord("x")])  # two kept drafts, then one rejected
+    step = ms.Step(tree, [0, 1], rocket[2])
+    assert not step.bonus and step.accepted == 2
+    segs = viz.trace_segments([step, ms.Step(ms.Tree(), [], rocket[3])])
+    assert segs == [("", "accepted"), ("", "accepted"), ("\ufffdx", "rejected"),
+                    ("", "correction"), ("🚀", "correction")]
+    cut = [ms.Step(ms.Tree(), [], t) for t in rocket[:3]]  # max_new_tokens ended mid-character
+    assert "".join(t for t, _ in viz.trace_segments(cut)) == ms.decode(rocket[:3]) == "\ufffd"
+    assert "\ufffd" not in viz.html_trace(rounds) and "🚀" in viz.ansi_trace(rounds)
 
 
 def test_draw_tree_labels_every_node_and_the_path():

@@ -43,20 +43,40 @@ def drafted(step):
     return out
 
 
+def pieces(decode, context, tokens):
+    """The text each token adds after context (ids), decoded together, not alone: a character
+    spread over tokens (an emoji in byte-level BPE, an é from a byte model) shows whole on the
+    token that completes it, where each token alone decoded to a '\ufffd'. An unfinished
+    character (a trailing '\ufffd') waits for the next token; a decode whose text does not grow by
+    appending (the test's `str`) falls back to each token alone."""
+    shown, out = decode(context).rstrip("\ufffd"), []
+    for i, t in enumerate(tokens):
+        text = decode(context + tokens[:i + 1]).rstrip("\ufffd")
+        out.append(text[len(shown):] if text.startswith(shown) else decode([t]))
+        shown = text
+    return out
+
+
 def trace_segments(steps, show_rejected=True, decode=decode):
     """Step records (one per round of `speculative_generate`) -> list of (text, kind), kind:
     accepted (a kept draft), rejected (a discarded draft, struck through), correction (the target's
     token after a rejection or an empty draft), bonus (its free token after a fully kept draft); a
     kept eos that ended the decode is accepted, with nothing after it (`ended_at_eos`).
+    A segment a token; their texts join to decode(the output) (`pieces`).
     ansi_trace (terminal), html_trace and plot_trace color them alike. decode: ids -> text."""
-    out, steps = [], rounds_of(steps)
+    out, kept, steps = [], [], rounds_of(steps)
     for s in steps:
         ended = s is steps[-1] and ended_at_eos(s)  # the drafts after the eos were never judged
-        out += [(decode([t]), "accepted") for t in drafted(s)[:s.accepted]]
+        path = drafted(s)
+        out += [(t, "accepted") for t in pieces(decode, kept, path[:s.accepted])]
+        kept += path[:s.accepted]
         if show_rejected and not ended:
-            out += [(decode([t]), "rejected") for t in drafted(s)[s.accepted:]]
+            out += [(t, "rejected") for t in pieces(decode, kept, path[s.accepted:])]
         kind = "accepted" if ended else "bonus" if s.bonus else "correction"
-        out.append((decode([s.token]), kind))
+        out += [(t, kind) for t in pieces(decode, kept, [s.token])]
+        kept.append(s.token)
+    text = decode(kept)  # a character the output left unfinished: shown at its end, as decoded
+    out[-1] = (out[-1][0] + text[len(text.rstrip("\ufffd")):], out[-1][1])
     return out
 
 
