@@ -80,9 +80,9 @@ def speculative_generate(target, drafter, ids, max_new_tokens=64, gamma=4, tempe
     calls = drafter.calls  # the drafter's forward passes before this prompt
     t0 = time.perf_counter()
     while (left := tokens_left(prompt, context, max_new_tokens, eos_token)) > 0:
-        # 1. draft: at most gamma tokens (block_size: the cache's room), at most left - 1 deep
-        k = min(whole(policy.gamma, "the policy's gamma"), target.config.block_size)
-        tree = drafter.draft(context, k, temperature, top_k, top_p, g, depth=left - 1)
+        # 1. draft on a copy (a drafter's append must not enter the output): at most gamma tokens,
+        k = min(whole(policy.gamma, "the policy's gamma"), target.config.block_size)  # block_size
+        tree = drafter.draft(list(context), k, temperature, top_k, top_p, g, depth=left - 1)
         # 2. one target call: p at the root (row -N-1) and after each of the N nodes
         hidden, logits = drafter.score(target, cache, context, tree)  # (T, C), (T, V)
         p = probs(logits[-len(tree.tokens) - 1:], temperature, top_k, top_p).cpu()  # (1 + N, V)
