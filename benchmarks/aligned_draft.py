@@ -16,13 +16,13 @@ corpus windows). For each:
     (minispec.kit.timing.compare), judged against a noise band measured in the same run.
 Writes figures/aligned_draft.md.
 """
-import argparse
 import statistics
 from pathlib import Path
 
 from minispec import ModelDrafter, generate, load_model, speculative_generate
 from minispec.kit.data import alignment, prompts
 from minispec.kit.timing import compare, noise_band
+from common import count, out_folder, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -85,13 +85,13 @@ def run(drafts, gammas, n_prompts, n, repeats, out=FIGURES):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--drafts", nargs="+", default=["draft", "draft_distilled", "draft_onpolicy"])
-    ap.add_argument("--gammas", nargs="+", type=int, default=[2, 3, 4, 5, 6])
-    ap.add_argument("--prompts", type=int, default=6)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=FIGURES,
+    ap.add_argument("--gammas", nargs="+", type=count, default=[2, 3, 4, 5, 6])
+    ap.add_argument("--prompts", type=count, default=6)
+    ap.add_argument("--max-new-tokens", type=count, default=96)
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--out", type=out_folder, default=FIGURES,
                     help="the folder aligned_draft.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     run(args.drafts, args.gammas, args.prompts, args.max_new_tokens, args.repeats, args.out)

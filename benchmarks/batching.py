@@ -25,7 +25,6 @@ verification is nearly free; as B grows each call becomes compute-bound, v_B cli
 gamma + 1, and the crossover is the first batch size whose measured median speedup falls below 1.
 Writes nothing but the plot: copy the output into figures/batching.md.
 """
-import argparse
 import statistics
 
 import torch
@@ -33,7 +32,7 @@ import torch
 import minispec as ms
 from minispec.kit.timing import step_cost
 
-from common import paired  # benchmarks/common.py
+from common import count, out_file, paired, parser, temperature  # benchmarks/common.py
 
 
 def measure(target, draft, prompts, B, gamma, n, repeats, temperature, eos=None):
@@ -68,14 +67,14 @@ def measure(target, draft, prompts, B, gamma, n, repeats, temperature, eos=None)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=32, help="at most 32")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--plot", default=None, help="save a figure of the speedups here")
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=32, help="at most 32")
+    ap.add_argument("--max-new-tokens", type=count, default=64)
+    ap.add_argument("--batches", type=count, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--gammas", type=count, nargs="+", default=[2, 4])
+    ap.add_argument("--temperatures", type=temperature, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--plot", type=out_file, help="save a figure of the speedups here")
     ap.add_argument("--device", default="cpu",
                     help="e.g. cuda: the models (and so the caches) move there")
     ap.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
@@ -101,6 +100,10 @@ def main(argv=None):
         what = ("held-out prompts (at temperature 0 greedy text of these tiny models soon repeats "
                 "itself, which raises tokens per call; its effect on the speedup differs by batch "
                 "size (the tables))")
+    if len(prompts) < args.prompts:  # --prompts 40 ran 32 and said nothing
+        ap.error(f"--prompts {args.prompts}: there are {len(prompts)} prompts for this model")
+    if max(args.batches) > len(prompts):  # its rows were all the prompts: a smaller batch
+        ap.error(f"--batches {max(args.batches)} is more than the {len(prompts)} prompts")
     print(f"{len(prompts)} {what}: {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
           f"{n} new tokens each; device {args.device}, torch threads {torch.get_num_threads()}")
     ms.generate(target, prompts[0], 8)  # warm up

@@ -9,9 +9,10 @@ versions run in this process on the same prompts, the four decodes of a prompt a
 version's own autoregressive time over its own method's; the table gives each version's median
 per-prompt speedup and range, and the median of the per-prompt ratios new / old.
 """
-import argparse
+import atexit
 import importlib
 import io
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,16 +23,19 @@ from pathlib import Path
 import torch
 
 import minispec as new
-from common import spread, timed
+from common import count, parser, spread, temperature, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def import_old(commit):
     """The package at `commit`, importable as minispec_old (it uses relative imports only)."""
-    tar = subprocess.run(["git", "archive", commit, "minispec"], cwd=ROOT, capture_output=True,
-                         check=True).stdout
+    run = subprocess.run(["git", "archive", commit, "minispec"], cwd=ROOT, capture_output=True)
+    if run.returncode:  # git's own reason (an unknown commit, no repository), not its exit status
+        raise SystemExit(f"git archive {commit} failed: {run.stderr.decode().strip()}")
     folder = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, folder, True)  # the copy goes when the run ends
+    tar = run.stdout
     tarfile.open(fileobj=io.BytesIO(tar)).extractall(folder, filter="data")
     (folder / "minispec").rename(folder / "minispec_old")
     sys.path.insert(0, str(folder))
@@ -50,12 +54,12 @@ def methods(ms, target):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = parser(__doc__)
     ap.add_argument("--old", default="cd0e268", help="the commit to compare against")
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--temperature", type=temperature, default=0.0)
     args = ap.parse_args()
     old = import_old(args.old)
     torch.set_num_threads(2)

@@ -15,7 +15,6 @@ both methods also pay once for reading the prompt (prefill, P target steps and P
 so for N new tokens the prediction is  (P + N) / (P + P_d + N (gamma * c + v) / E[tokens per call]).
 Writes figures/bench.md and figures/speedup.png.
 """
-import argparse
 import statistics
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from minispec.kit.data import prompts as bench_prompts
 from minispec.kit.timing import call_costs
 from minispec.kit.theory import alpha_from_acceptance, expected_tokens
 
-from common import paired, spread  # benchmarks/common.py
+from common import count, out_folder, paired, parser, spread, temperature  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -116,16 +115,16 @@ def plot(rows, path, title="Speculative decoding, shipped target + draft (CPU)")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
+    ap = parser(__doc__)
+    ap.add_argument("--gammas", type=count, nargs="+", default=list(range(1, 9)))
+    ap.add_argument("--temperatures", type=temperature, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
     ap.add_argument("--draft", default="draft",
                     help="shipped draft name (e.g. draft_distilled) or a .pt path")
-    ap.add_argument("--repeats", type=int, default=3,
+    ap.add_argument("--repeats", type=count, default=3,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--out", type=Path, default=FIGURES,
+    ap.add_argument("--out", type=out_folder, default=FIGURES,
                     help="folder for bench.md and speedup.png")
     args = ap.parse_args(argv)
     run(args.gammas, args.temperatures, args.prompts, args.max_new_tokens, args.out, args.draft,

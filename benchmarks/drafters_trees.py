@@ -20,7 +20,6 @@ exactly from those ranks. The tree of `b` rank paths most often seen at round st
 held-out prompts is fitted (a few rounds of refitting, as round starts depend on the tree) and
 replayed on the benchmark prompts.
 """
-import argparse
 import collections
 import statistics
 
@@ -31,7 +30,7 @@ from minispec.drafters import ModelDrafter, PromptLookupDrafter
 from minispec.kit.data import heldout_files, prompts as bench_prompts
 from minispec.methods import FallbackDrafter
 
-from common import paired, spread  # benchmarks/common.py
+from common import count, paired, parser, spread  # benchmarks/common.py
 
 
 def calibration_prompts(length=128):
@@ -127,12 +126,12 @@ def fit_static_tree(ranks, b, rounds=8):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
+    ap.add_argument("--repeats", type=count, default=3,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--budgets", type=count, nargs="+", default=[8, 16, 32, 64])
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, draft = ms.load_model("target"), ms.load_model("draft")

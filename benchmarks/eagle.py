@@ -13,7 +13,6 @@ context repeats, else the distilled draft stopped at its first unsure token) sid
 lookup, else EAGLE (its gammas chosen on 10 other held-out prompts). At temperature 0 every output
 is checked against greedy decoding. Writes nothing: copy the output into figures/eagle.md.
 """
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from minispec.methods import EagleDrafter, load_eagle, medusa_tree
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from train_heads import head_accuracy  # noqa: E402
 
-from common import paired, spread  # noqa: E402  (benchmarks/common.py)
+from common import count, paired, parser, spread, temperature  # noqa: E402  (benchmarks/common.py)
 
 
 def measure(target, name, drafter, gamma, prompts, n, temperature, repeats=3):
@@ -46,16 +45,16 @@ def measure(target, name, drafter, gamma, prompts, n, temperature, repeats=3):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--gammas", type=int, nargs="+", default=[4, 6, 8])
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--repeats", type=int, default=3,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
+    ap.add_argument("--gammas", type=count, nargs="+", default=[4, 6, 8])
+    ap.add_argument("--temperatures", type=temperature, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--repeats", type=count, default=3,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--branching", type=int, nargs="+", default=[4] * 8,
+    ap.add_argument("--branching", type=count, nargs="+", default=[4] * 8,
                     help="EAGLE-2 children per depth")
-    ap.add_argument("--width", type=int, default=4, help="EAGLE-2 nodes expanded per depth")
+    ap.add_argument("--width", type=count, default=4, help="EAGLE-2 nodes expanded per depth")
     ap.add_argument("--score-temperature", type=float, default=0.5,
                     help="EAGLE-2 node scores: softmax(logits / t)")
     args = ap.parse_args(argv)

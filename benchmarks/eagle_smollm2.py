@@ -18,7 +18,6 @@ held-out top-1 agreement by draft depth (stored with its weights), and on these 
 the d-th drafted token was kept when d were drafted (acceptance by depth) and tokens per call.
 Writes figures/eagle_smollm2.md (or --out).
 """
-import argparse
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ from minispec.model import WEIGHTS_DIR
 
 sys.path.insert(0, str(Path(__file__).parent))
 from real_model import FREE  # noqa: E402  (benchmarks/real_model.py)
+from common import count, out_file, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 METHODS = ["lookup", "eagle", "fallback"]
@@ -76,12 +76,12 @@ def by_depth(results, depth):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--gamma", type=int, default=4, help="the head's chain length")
-    ap.add_argument("--out", default=str(FIGURES / "eagle_smollm2.md"))
+    ap = parser(__doc__)
+    ap.add_argument("--max-new-tokens", type=count, default=48)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--gamma", type=count, default=4, help="the head's chain length")
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "eagle_smollm2.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n, t0 = args.max_new_tokens, time.time()

@@ -20,7 +20,6 @@ two libraries' overheads. Speed: transformers' wall time / minispec's, each the 
 runs taken alternately (benchmarks/common.py), per prompt (median) and in total.
 Writes figures/hf_side_by_side.md (or --out).
 """
-import argparse
 import statistics
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from minispec.bridge.hf import to_hf
 from minispec.drafters import PromptLookupDrafter
 from minispec.kit.data import prompts as bench_prompts
 
-from common import paired  # benchmarks/common.py
+from common import count, out_folder, paired, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -57,16 +56,16 @@ def assisted(hf_draft, gamma, schedule):
 
 @torch.inference_mode()
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gammas", type=int, nargs="+", default=[2, 4, 6])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3,
+    ap = parser(__doc__)
+    ap.add_argument("--gammas", type=count, nargs="+", default=[2, 4, 6])
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
+    ap.add_argument("--repeats", type=count, default=3,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for both libraries")
+    ap.add_argument("--threads", type=count, default=1, help="torch threads for both libraries")
     ap.add_argument("--target", default="target")
     ap.add_argument("--draft", default="draft")
-    ap.add_argument("--out", type=Path, default=FIGURES / "hf_side_by_side.md",
+    ap.add_argument("--out", type=out_folder, default=FIGURES / "hf_side_by_side.md",
                     help="where to write the table")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

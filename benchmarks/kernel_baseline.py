@@ -22,7 +22,6 @@ decode of all the kernels. --method times another of real_model.py's drafters in
 in the same run) beside the time per new token over the copy prompts, greedy and speculative: a
 kernel's step and the slope of its v(k) set both the baseline and what speculation can save on it.
 """
-import argparse
 import statistics
 
 import torch
@@ -33,6 +32,7 @@ from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.costs import call_costs
 from minispec.kit.timing import paired
 from real_model import FIGURES, FREE, KINDS, METHODS, drafter_for, policy_for
+from common import count, out_file, parser  # benchmarks/common.py
 
 
 def times(model, ids, n, eos, gamma, repeats, kernels, method="lookup"):
@@ -89,17 +89,18 @@ def plot(path, names, method, profiles, per_token):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--gamma", type=int, default=3)
+    ap = parser(__doc__)
+    ap.add_argument("--max-new-tokens", type=count, default=96)
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--gamma", type=count, default=3)
     ap.add_argument("--kernels", nargs="+", default=["packed", "mixed", "transposed"],
                     choices=KERNELS)
     ap.add_argument("--method", default="lookup", choices=METHODS,
                     help="the drafter timed against greedy decoding (real_model.py's names)")
-    ap.add_argument("--out", default=str(FIGURES / "kernel_baseline.md"))
-    ap.add_argument("--plot", help="also draw v(k) and ms per token per kernel to this PNG")
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "kernel_baseline.md"))
+    ap.add_argument("--plot", type=out_file,
+                    help="also draw v(k) and ms per token per kernel to this PNG")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
@@ -167,7 +168,7 @@ def main():
                   for k in names]
         lines += ["", f"![v(k) and ms per token per kernel]({args.plot.split('/')[-1]})", ""]
     with open(args.out, "w") as f:
-        f.write("\n".join(lines))
+        f.write("\n".join(lines) + "\n")
     print(summary)
 
 

@@ -13,7 +13,6 @@
    generate (minispec.kit.timing: alternating, best of --repeats; median over prompts with min-max;
    verdict against a noise band from generate timed against itself). Writes figures/layer_skip.md.
 """
-import argparse
 import datetime
 import itertools
 import statistics
@@ -27,7 +26,7 @@ from minispec.kit.data import prompts as held_prompts
 from minispec.methods import EarlyExitDrafter, LayerSkipDrafter
 from minispec.methods.layer_skip import agreement, check_search, search_skip
 
-from common import noise_band, paired, spread, timed  # benchmarks/common.py
+from common import count, noise_band, out_folder, paired, parser, spread, timed
 from minispec.kit.timing import agreement as timing_agreement
 from minispec.kit.timing import step_cost
 
@@ -67,11 +66,11 @@ def decode(target, drafter, ids_list, n, temperature, repeats):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=FIGURES,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=4)
+    ap.add_argument("--max-new-tokens", type=count, default=64)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--out", type=out_folder, default=FIGURES,
                     help="the folder layer_skip.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     if args.prompts < 1:  # an IndexError at the timing before

@@ -15,7 +15,6 @@
    The cost model beside it: a draft step runs (30 - m) / 30 of the layers.
 Writes figures/layer_skip_smollm2.md.
 """
-import argparse
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from minispec.bridge import smollm2
 from minispec.kit.data import heldout_files
 from minispec.kit.timing import noise_band, paired, spread, verdict
 from minispec.methods.layer_skip import LayerSkipDrafter, _agree, block_inputs, search_skip
+from common import count, out_file, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 CHAT = ["Write a short story about a robot who learns to paint.",
@@ -34,15 +34,15 @@ CHAT = ["Write a short story about a robot who learns to paint.",
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--context", type=int, default=200)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--timed-sizes", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--new", type=int, default=48)
-    ap.add_argument("--gamma", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(FIGURES / "layer_skip_smollm2.md"))
+    ap = parser(__doc__)
+    ap.add_argument("--context", type=count, default=200)
+    ap.add_argument("--sizes", type=count, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--timed-sizes", type=count, nargs="+", default=[2, 4])
+    ap.add_argument("--new", type=count, default=48)
+    ap.add_argument("--gamma", type=count, default=4)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "layer_skip_smollm2.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()

@@ -16,7 +16,6 @@ itself); then the learned stop straight against the confidence stop and against 
 threshold sweep of both stops (counts only) and the head's reliability on rounds after 10 other
 held-out prompts (ms.data.prompts(10, offset=8)), binned by predicted acceptance.
 """
-import argparse
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from minispec.kit.data import prompts as held_prompts
 from minispec.kit.training import acceptance_rows, reliability
 from minispec.methods.learned_stop import LearnedStopDrafter, load_stop_head
 
-from common import compare, noise_band  # benchmarks/common.py
+from common import compare, count, noise_band, out_file, parser  # benchmarks/common.py
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -83,11 +82,11 @@ def calibration_plot(bins_by_t, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", default=str(FIGURES / "learned_stop.md"))
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=64)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "learned_stop.md"))
     args = ap.parse_args(argv)
     t0 = time.time()
     torch.set_num_threads(1)

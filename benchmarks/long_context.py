@@ -20,7 +20,6 @@ own cache (attention sinks + a recent window; MagicDec, TriForce), against autor
    and what a draft step costs by the fit in 1.
 Writes figures/long_context.md (or --out).
 """
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from minispec.bridge import smollm2
 from minispec.kit.data import heldout_files
 from minispec.kit.timing import BAND_FLOOR, paired, spread, verdict
 from minispec.methods.streaming import StreamingDrafter
+from common import count, out_file, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 QUESTION = "\n\nWhat does this code do? Answer in a few sentences."
@@ -69,19 +69,22 @@ def prefill(model, ids, repeats):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 2048, 4096])
-    ap.add_argument("--windows", type=int, nargs="+", default=[64, 256, 1024])
-    ap.add_argument("--speed-window", type=int, default=256)
+    ap = parser(__doc__)
+    ap.add_argument("--contexts", type=count, nargs="+", default=[1024, 2048, 4096])
+    ap.add_argument("--windows", type=count, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--speed-window", type=count, default=256)
     ap.add_argument("--sinks", type=int, default=4)
-    ap.add_argument("--new", type=int, default=48)
-    ap.add_argument("--speed-new", type=int, default=128,
+    ap.add_argument("--new", type=count, default=48)
+    ap.add_argument("--speed-new", type=count, default=128,
                     help="new tokens in part 3: enough that decoding outweighs the prefill's noise")
-    ap.add_argument("--gamma", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(FIGURES / "long_context.md"))
+    ap.add_argument("--gamma", type=count, default=4)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "long_context.md"))
     args = ap.parse_args()
+    if not any(L > 256 for L in args.contexts):  # one point fits no line (a ZeroDivisionError)
+        ap.error("--contexts needs one above 256: part 1 fits the step's cost to 256 and each "
+                 "longer context")
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
     c = model.config
@@ -90,7 +93,8 @@ def main():
     contexts, windows = " ".join(map(str, args.contexts)), " ".join(map(str, args.windows))
     lines = [f"# Long context on SmolLM2-135M: the streaming drafter ({time.strftime('%Y-%m-%d')})",
              "", f"`python benchmarks/long_context.py --contexts {contexts} --windows {windows} "
-             f"--new {args.new} --speed-new {args.speed_new} --gamma {args.gamma} "
+             f"--speed-window {args.speed_window} --sinks {args.sinks} --new {args.new} "
+             f"--speed-new {args.speed_new} --gamma {args.gamma} "
              f"--repeats {args.repeats} --threads {args.threads}`, sinks {args.sinks}.", ""]
 
     # 1. what a step reads

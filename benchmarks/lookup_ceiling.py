@@ -43,7 +43,6 @@ rule priced here reaches the bar on that CPU. --kernel: the Linear kernel every 
 run (bridge/linear.py).
 Writes figures/lookup_ceiling.md (or --out).
 """
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -55,6 +54,7 @@ import minispec as ms
 from minispec.bridge import smollm2
 from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.timing import paired, spread, step_costs, timed
+from common import count, out_file, parser  # benchmarks/common.py
 
 GAMMAS = [1, 2, 3, 4, 5, 8]
 PRICED = ([(f"lookup, gamma {g}", "lookup", g) for g in GAMMAS]
@@ -163,11 +163,11 @@ def label(text, words=4):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--out", default=str(FIGURES / "lookup_ceiling.md"))
+    ap = parser(__doc__)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--max-new-tokens", type=count, default=96)
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "lookup_ceiling.md"))
     ap.add_argument("--kernel", default="packed", choices=KERNELS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

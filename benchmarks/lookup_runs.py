@@ -36,7 +36,6 @@ the poem, repeats its lines), where a lookup that finds little should cost next 
 decode on the Intel Xeon of figures/kernel_baseline_transposed.md). Writes figures/lookup_runs.md
 (or --out).
 """
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ from real_model import COPY, FIGURES, FREE, KINDS, METHODS, profile, prompt_band
 from minispec.bridge import smollm2
 from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.timing import spread
+from common import count, out_file, parser  # benchmarks/common.py
 
 BAR = 1.5  # issue 28: median speedup of prompt lookup on the copy-heavy prompts
 GARDEN = ("The garden behind the old school was planted by the children every spring. They dug "
@@ -108,18 +108,18 @@ SETS = {"copy: all": COPY, "held out": HELD_OUT, "fresh": FRESH, "free": FREE + 
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = parser(__doc__)
+    ap.add_argument("--runs", type=count, default=5)
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--threads", type=count, default=2)
     ap.add_argument("--methods", nargs="+", default=["lookup", "edit lookup"], choices=METHODS)
-    ap.add_argument("--out", default=str(FIGURES / "lookup_runs.md"))
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "lookup_runs.md"))
     ap.add_argument("--kernel", default="packed", choices=KERNELS)
     ap.add_argument("--sets", nargs="+", default=list(SETS)[:2], choices=list(SETS),
                     help="the prompt sets timed (the bar's 9 are 'copy: all')")
     args = ap.parse_args()
-    if args.runs < 1:
-        raise SystemExit(f"--runs must be >= 1, got {args.runs}")
+    if len(set(args.methods)) < len(args.methods):  # a run timed each name: the table said 2 runs
+        ap.error(f"--methods names one twice: {args.methods}")
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
     kinds = [(s, SETS[s]) for s in args.sets if s != "copy: all"]

@@ -19,7 +19,6 @@ context there and the rest of the answer known:
     draft of k pays for itself where its mean kept exceeds v(k + 1) - 1, the steps it adds.
 No timing: the counts are the same on any machine. Writes figures/match_length.md (or --out).
 """
-import argparse
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +31,7 @@ from real_model import COPY, FIGURES, FREE
 import minispec as ms
 from minispec.bridge import smollm2
 from minispec.drafters import PromptLookupDrafter, tail_matches
+from common import count, out_file, parser  # benchmarks/common.py
 
 LONGEST = 8  # match lengths are counted up to this
 COPIED = 15  # tokens copied at each round, to see how far the answer follows
@@ -74,9 +74,9 @@ def table(rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(FIGURES / "match_length.md"))
+    ap = parser(__doc__)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "match_length.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = smollm2.load()
@@ -98,7 +98,7 @@ def main():
                 rows += rounds(model, tok, tok.chat([{"role": "user", "content": text}]))
                 print(f"{title[:12]}: {len(rows)} rounds", flush=True)
             lines += [f"## {title}", ""] + table(rows) + [""]
-    Path(args.out).write_text("\n".join(lines))
+    Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -42,7 +42,6 @@ within 0.02x of one another (1.47x, 1.45x, 1.45x), and on the clock gamma 4 and 
 than 3 beyond the noise (figures/lookup_ceiling.md's reading).
 Writes figures/real_model.md (or --out).
 """
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -55,6 +54,7 @@ from minispec.bridge.linear import KERNELS, kernel
 from minispec.kit.timing import (noise_band, paired, spread, step_cost, step_costs, timed,
                                   verdict)
 from minispec.methods.lookahead import Lookahead
+from common import count, out_file, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -209,18 +209,18 @@ def speedups(model, tok, prompts, name, temperature, n, gamma, repeats, first):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--gamma", type=int, default=3)
+    ap = parser(__doc__)
+    ap.add_argument("--max-new-tokens", type=count, default=96)
+    ap.add_argument("--repeats", type=count, default=2)
+    ap.add_argument("--threads", type=count, default=2)
+    ap.add_argument("--gamma", type=count, default=3)
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' side")
     ap.add_argument("--hf-against", default=METHODS[1], choices=METHODS,
                     help="the minispec drafter timed against transformers' prompt lookup")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS,
                     help="the drafters timed at temperature 0 (the 2-3-gram lookup, the copy "
                          "cursor and the lookup tree also at 1)")
-    ap.add_argument("--out", default=str(FIGURES / "real_model.md"))
+    ap.add_argument("--out", type=out_file, default=str(FIGURES / "real_model.md"))
     ap.add_argument("--device", default="cpu",
                     help="e.g. cuda: SmolLM2 and the tiny target move there (the packed kernel is "
                          "the CPU's: elsewhere nn.Linear's product)")

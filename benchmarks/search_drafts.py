@@ -24,7 +24,6 @@ chain and a tree of the same draft model, at temperature 0 and 1; and the lossy 
    tokens per call each rule gives the beam drafter on the shipped pair at T = 1.
 Writes figures/search_drafts.md.
 """
-import argparse
 import functools
 import statistics
 import time
@@ -38,7 +37,7 @@ from minispec.kit.data import heldout, prompts
 from minispec.methods import BeamDrafter, topk_accept
 from minispec.verify import multi_draft_accept, typical_accept
 
-from common import noise_band, paired, spread  # benchmarks/common.py
+from common import count, noise_band, out_folder, paired, parser, spread  # benchmarks/common.py
 from minispec.kit.timing import agreement as timing_agreement
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
@@ -170,15 +169,15 @@ def shortcut_rows(target, draft, args, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per prompt at T = 1")
-    ap.add_argument("--width", type=int, default=4, help="beams kept per step")
-    ap.add_argument("--depth", type=int, default=4, help="tokens per beam")
-    ap.add_argument("--repeats", type=int, default=2,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=64)
+    ap.add_argument("--seeds", type=count, default=3, help="seeds per prompt at T = 1")
+    ap.add_argument("--width", type=count, default=4, help="beams kept per step")
+    ap.add_argument("--depth", type=count, default=4, help="tokens per beam")
+    ap.add_argument("--repeats", type=count, default=2,
                     help="runs of each side per prompt; the best time counts")
-    ap.add_argument("--out", type=Path, default=FIGURES,
+    ap.add_argument("--out", type=out_folder, default=FIGURES,
                     help="the folder search_drafts.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     torch.manual_seed(0)

@@ -14,7 +14,6 @@ picked by medusa_tree from head accuracies: the held-out ones stored with the he
 (teacher-forced on corpus text), or ones measured along greedy continuations of 10 other held-out
 prompts ("fitted on greedy runs"), where greedy decoding's easy runs make top-1 guesses reliable.
 """
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ from minispec.kit.timing import step_costs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from train_heads import head_accuracy  # noqa: E402
 
-from common import paired, spread  # noqa: E402  (benchmarks/common.py)
+from common import count, paired, parser, spread, temperature  # noqa: E402  (benchmarks/common.py)
 
 
 def compare(target, methods, prompts, max_new_tokens=64, temperature=0.0, repeats=3):
@@ -58,11 +57,11 @@ def compare(target, methods, prompts, max_new_tokens=64, temperature=0.0, repeat
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=100)
-    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
-    ap.add_argument("--repeats", type=int, default=3,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--max-new-tokens", type=count, default=100)
+    ap.add_argument("--temperatures", type=temperature, nargs="+", default=[0.0])
+    ap.add_argument("--repeats", type=count, default=3,
                     help="runs of each side per prompt; the best time counts")
     ap.add_argument("--only", nargs="*",
                     help="run only methods whose name contains one of these words (any case)")
@@ -101,6 +100,8 @@ def main(argv=None):
                 "draft model, gamma=4": (ms.ModelDrafter(draft), 4)}
     if args.only:
         words = [w.lower() for w in args.only]
+        if unknown := [w for w in words if not any(w in k.lower() for k in methods)]:
+            ap.error(f"--only {unknown} match no method: {list(methods)}")  # was an empty table
         methods = {k: v for k, v in methods.items() if any(w in k.lower() for w in words)}
     ms.generate(target, prompts[0], 16)  # warm up
     t = step_costs(target, (1, 2, 3, 5, 9, 13), reps=40)  # every k in turn

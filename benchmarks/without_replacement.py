@@ -11,7 +11,6 @@ tokens per call over the runs with its standard error. No timing: a tree of the 
 same target call either way (distinct siblings fill it, so it can hold more nodes).
 Writes figures/without_replacement.md.
 """
-import argparse
 import math
 import statistics
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from minispec import ModelDrafter, load_model, speculative_generate
 from minispec.kit.data import prompts
 from minispec.methods import EagleDrafter, load_eagle
+from common import count, out_folder, parser  # benchmarks/common.py
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 SHAPES = {"model draft (2, 1, 1)": dict(branching=(2, 1, 1)),
@@ -62,11 +62,11 @@ def run(n_prompts, seeds, n, out=FIGURES):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--out", type=Path, default=FIGURES,
+    ap = parser(__doc__)
+    ap.add_argument("--prompts", type=count, default=8)
+    ap.add_argument("--seeds", type=count, default=2)
+    ap.add_argument("--max-new-tokens", type=count, default=96)
+    ap.add_argument("--out", type=out_folder, default=FIGURES,
                     help="the folder without_replacement.md is written to (default: figures/)")
     args = ap.parse_args(argv)
     if args.prompts < 1 or args.seeds < 1 or args.prompts * args.seeds < 2:
