@@ -11,10 +11,10 @@ the same median of 8 (both sit above it). Values are the figures' 2-decimal digi
 is one of them, a median of 8 the mean of two (+-0.005), and a count at 1.5x can differ from the
 figure's own, which it made before rounding.
 """
+import argparse
 import re
 import statistics
 from pathlib import Path
-from common import parser  # benchmarks/common.py
 
 FIGURES = sorted((Path(__file__).resolve().parents[1] / "figures").glob("lookup_runs*.md"))
 SECTION = re.compile(r"^## ([^\n]+?): the 9 copy-heavy prompts \(the bar[^\n]*\n(.*?)(?=^## |\Z)",
@@ -38,7 +38,7 @@ def prompt_table(body):
 
 
 def main(argv=None):
-    parser(__doc__).parse_args(argv)  # --help
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)  # --help
     pooled = {}  # drafter -> (run medians over 9, over the 8 with the shared answer once)
     for path in FIGURES:
         for match in SECTION.finditer(path.read_text()):

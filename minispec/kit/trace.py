@@ -49,7 +49,7 @@ def pieces(decode, context, tokens):
     token that completes it, where each token alone decoded to a '\ufffd'. An unfinished
     character (a trailing '\ufffd') waits for the next token; a decode whose text does not grow by
     appending (the test's `str`) falls back to each token alone."""
-    shown, out = decode(context).rstrip("\ufffd"), []
+    shown, out = decode(context).rstrip("\ufffd") if context else "", []  # a decode may want ids
     for i, t in enumerate(tokens):
         text = decode(context + tokens[:i + 1]).rstrip("\ufffd")
         out.append(text[len(shown):] if text.startswith(shown) else decode([t]))
